@@ -1,0 +1,604 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
+	listers "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/reconcile"
+)
+
+const (
+	// controllerName names the workqueue (and so its metrics), the field
+	// manager of every write, and the source of Events.
+	controllerName = "foo-controller"
+
+	// fooByDeploymentName indexes Foos by "namespace/spec.deploymentName", so
+	// an event on any Deployment — including one we do not own — finds the
+	// Foos that want that name. That is how a Foo blocked by a foreign
+	// Deployment is retried the moment that Deployment goes away, without
+	// polling.
+	fooByDeploymentName = "fooByDeploymentName"
+	// deploymentByFooUID indexes Deployments by the UID of the Foo that
+	// controls them, so a Foo finds all its Deployments (the current one and
+	// any left from an old spec.deploymentName) without a List call.
+	deploymentByFooUID = "deploymentByFooUID"
+)
+
+// Event reasons. Events are recorded only when the controller changes
+// something or a condition begins, never once per sync.
+const (
+	reasonCreated  = "Created"
+	reasonScaled   = "Scaled"
+	reasonUpdated  = "Updated"
+	reasonAdopted  = "Adopted"
+	reasonPruned   = "Pruned"
+	reasonOrphaned = "Orphaned"
+)
+
+// Controller keeps each Foo's Deployment in the declared shape and reports
+// its state in the Foo's status.
+//
+// The loop: informers watch Foos and Deployments and keep a local cache;
+// their event handlers only turn each change into the key (namespace/name)
+// of the Foo it concerns and add it to the workqueue. Workers take keys off
+// the queue and call syncHandler, which reads the Foo and its Deployment
+// from the cache, compares them with what the Foo declares, and writes only
+// the difference. Because syncHandler looks at the whole current state, not
+// at what the event said (level-triggered), duplicate, merged or missed
+// events do no harm: the next sync of the key puts everything right.
+type Controller struct {
+	kubeclientset kubernetes.Interface
+	fooclientset  clientset.Interface
+
+	deploymentsLister  appslisters.DeploymentLister
+	deploymentsIndexer cache.Indexer
+	deploymentsSynced  cache.InformerSynced
+	foosLister         listers.FooLister
+	foosIndexer        cache.Indexer
+	foosSynced         cache.InformerSynced
+
+	// workqueue serialises work per Foo: a key is never processed by two
+	// workers at once, and a key added many times while waiting is
+	// processed once. Failed keys come back through its rate limiter.
+	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+}
+
+// NewController wires the controller to the given informers. It registers
+// indexes and event handlers, so it must be called before the informers are
+// started.
+func NewController(
+	ctx context.Context,
+	kubeclientset kubernetes.Interface,
+	fooclientset clientset.Interface,
+	deploymentInformer appsinformers.DeploymentInformer,
+	fooInformer informers.FooInformer,
+	recorder events.EventRecorder,
+) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+
+	if err := fooInformer.Informer().AddIndexers(cache.Indexers{fooByDeploymentName: indexFooByDeploymentName}); err != nil {
+		return nil, fmt.Errorf("adding Foo index: %w", err)
+	}
+	if err := deploymentInformer.Informer().AddIndexers(cache.Indexers{deploymentByFooUID: indexDeploymentByFooUID}); err != nil {
+		return nil, fmt.Errorf("adding Deployment index: %w", err)
+	}
+
+	c := &Controller{
+		kubeclientset:      kubeclientset,
+		fooclientset:       fooclientset,
+		deploymentsLister:  deploymentInformer.Lister(),
+		deploymentsIndexer: deploymentInformer.Informer().GetIndexer(),
+		deploymentsSynced:  deploymentInformer.Informer().HasSynced,
+		foosLister:         fooInformer.Lister(),
+		foosIndexer:        fooInformer.Informer().GetIndexer(),
+		foosSynced:         fooInformer.Informer().HasSynced,
+		// Retry policy: a key whose sync fails is retried after 5ms, 10ms,
+		// 20ms, ... doubling up to 1000s, and all retries together are
+		// limited to 10/s with bursts of 100 (client-go's default controller
+		// rate limiter). A successful sync resets the key's backoff. A new
+		// event or a resync adds the key at once, whatever its backoff.
+		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName},
+		),
+		recorder: recorder,
+		clock:    clock.RealClock{},
+	}
+
+	logger.V(4).Info("Setting up event handlers")
+	if _, err := fooInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueFoo,
+		UpdateFunc: func(_, newObj any) { c.enqueueFoo(newObj) },
+		// A deleted Foo still gets a sync: with the Orphan policy its
+		// finalizer has been handled already, and otherwise the sync just
+		// finds it gone. Enqueueing keeps the handler simple and the queue
+		// the only place that decides.
+		DeleteFunc: c.enqueueFoo,
+	}); err != nil {
+		return nil, fmt.Errorf("adding Foo event handler: %w", err)
+	}
+	if _, err := deploymentInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.handleDeployment,
+		UpdateFunc: c.handleDeploymentUpdate,
+		DeleteFunc: c.handleDeployment,
+	}); err != nil {
+		return nil, fmt.Errorf("adding Deployment event handler: %w", err)
+	}
+	return c, nil
+}
+
+// Run waits for the informer caches to sync, starts workers, and blocks
+// until ctx is cancelled. It then stops handing out keys, lets every
+// in-flight sync finish, and returns once all workers have stopped.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+
+	logger.Info("Starting Foo controller", "workers", workers)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.deploymentsSynced, c.foosSynced) {
+		c.workqueue.ShutDown()
+		return errors.New("informer caches did not sync before shutdown")
+	}
+
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { c.runWorker(ctx) })
+	}
+	logger.Info("Started workers")
+
+	<-ctx.Done()
+	logger.Info("Shutting down: finishing in-flight syncs")
+	// ShutDown wakes workers blocked in Get; processNextWorkItem sees the
+	// cancelled context and takes no new key.
+	c.workqueue.ShutDown()
+	wg.Wait()
+	logger.Info("All workers stopped")
+	return nil
+}
+
+// runWorker processes keys until the queue shuts down or ctx is cancelled.
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNextWorkItem(ctx) {
+	}
+}
+
+// processNextWorkItem takes one key off the queue and syncs it. It returns
+// false when the worker should stop.
+func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := c.workqueue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.workqueue.Done(key)
+	if ctx.Err() != nil {
+		// Shutting down: leave the key; a new process's initial list will
+		// sync it again.
+		return false
+	}
+	// The sync runs to completion even if shutdown begins meanwhile: a
+	// cancelled request mid-sync would only leave half a change for the
+	// next process to finish.
+	err := c.syncSafely(context.WithoutCancel(ctx), key)
+	c.handleErr(ctx, key, err)
+	return true
+}
+
+// syncSafely runs syncHandler, turning a panic into an error so that one bad
+// object cannot crash the process and is retried with backoff instead.
+func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in syncHandler: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return c.syncHandler(ctx, key)
+}
+
+// handleErr is the sync contract in one place:
+//   - nil: the Foo is as converged as the controller can make it now. Its
+//     backoff is reset; it is synced again only when something it depends on
+//     changes (every such thing is watched) or at the next resync.
+//     Permanent problems the user must fix (a Deployment name taken by
+//     someone else) are reported as a condition and also return nil:
+//     retrying cannot fix them, so they must not spin in backoff.
+//   - an error: transient (API unavailable, a write conflict on a stale
+//     object, a panic). The key is retried with per-key exponential backoff;
+//     see the rate limiter in NewController.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
+	if err == nil {
+		c.workqueue.Forget(key)
+		return
+	}
+	logger := klog.FromContext(ctx)
+	if apierrors.IsConflict(err) {
+		// Expected now and then: we wrote from a cache that was one event
+		// behind. The retry reads the newer object.
+		logger.V(2).Info("Conflict syncing Foo; retrying", "foo", klog.KRef(key.Namespace, key.Name), "err", err)
+	} else {
+		logger.Error(err, "Error syncing Foo; retrying with backoff", "foo", klog.KRef(key.Namespace, key.Name),
+			"retries", c.workqueue.NumRequeues(key))
+	}
+	c.workqueue.AddRateLimited(key)
+}
+
+// syncHandler converges one Foo. It reads only from the informer cache (it
+// never modifies cached objects) and sends a request only for something
+// that differs from what the Foo declares.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "foo", klog.KRef(key.Namespace, key.Name))
+	ctx = klog.NewContext(ctx, logger)
+	start := c.clock.Now()
+	defer func() { logger.V(4).Info("Finished syncing Foo", "duration", c.clock.Since(start)) }()
+
+	foo, err := c.foosLister.Foos(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		// Deleted: the garbage collector removes its Deployment, and with
+		// the Orphan policy the finalizer was handled before it went.
+		logger.V(4).Info("Foo no longer exists")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	if foo.DeletionTimestamp != nil {
+		return c.finalize(ctx, foo)
+	}
+	foo, err = c.syncFinalizer(ctx, foo)
+	if err != nil || foo == nil {
+		return err
+	}
+	obs, err := c.syncDeployment(ctx, foo)
+	if err != nil {
+		return err
+	}
+	// Delete Deployments left from an earlier spec.deploymentName only once
+	// the current one is ours: while the new name is blocked, the old
+	// Deployment keeps serving.
+	if !obs.Conflict {
+		if err := c.pruneDeployments(ctx, foo); err != nil {
+			return err
+		}
+	}
+	return c.syncStatus(ctx, foo, obs)
+}
+
+// syncDeployment makes the Deployment named in foo's spec exist in the
+// declared shape, unless that name belongs to someone else.
+func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (reconcile.Observation, error) {
+	logger := klog.FromContext(ctx)
+	dep, err := c.deploymentsLister.Deployments(foo.Namespace).Get(foo.Spec.DeploymentName)
+	if apierrors.IsNotFound(err) {
+		// Apply creates it. If the cache is behind and a foreign Deployment
+		// of this name was just created, the apply fails instead of taking
+		// it over: it would change its immutable selector and add a second
+		// controller reference, both of which the API server rejects.
+		created, err := c.applyDeployment(ctx, foo)
+		if err != nil {
+			return reconcile.Observation{}, err
+		}
+		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
+		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
+			"Created Deployment %s with %d replicas", created.Name, reconcile.Replicas(foo))
+		return reconcile.Observation{Deployment: created}, nil
+	}
+	if err != nil {
+		return reconcile.Observation{}, err
+	}
+
+	ownership := reconcile.Classify(dep, foo)
+	if ownership == reconcile.Foreign {
+		logger.V(2).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
+		if readyReason(foo) != samplev1alpha1.ReasonDeploymentConflict {
+			c.recorder.Eventf(foo, dep, corev1.EventTypeWarning, samplev1alpha1.ReasonDeploymentConflict, "ClaimDeployment",
+				"Deployment %s already exists and is not controlled by this Foo", dep.Name)
+		}
+		return reconcile.Observation{Deployment: dep, Conflict: true}, nil
+	}
+
+	drift := reconcile.Drift(foo, dep)
+	if len(drift) == 0 {
+		return reconcile.Observation{Deployment: dep}, nil
+	}
+	updated, err := c.applyDeployment(ctx, foo)
+	if err != nil {
+		return reconcile.Observation{}, err
+	}
+	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
+	switch {
+	case ownership == reconcile.Orphaned:
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
+			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
+	case len(drift) == 1 && drift[0] == "replicas":
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonScaled, "ScaleDeployment",
+			"Scaled Deployment %s from %d to %d replicas", updated.Name, replicasOf(dep), reconcile.Replicas(foo))
+	default:
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
+			"Updated Deployment %s: %v", updated.Name, drift)
+	}
+	return reconcile.Observation{Deployment: updated}, nil
+}
+
+// applyDeployment server-side applies the Deployment foo declares. Force
+// takes back fields another manager changed (that is the drift we correct);
+// fields we do not declare keep their other owners.
+func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
+	return c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, reconcile.DesiredDeployment(foo),
+		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+}
+
+// pruneDeployments deletes the Deployments foo controls under a name it no
+// longer declares (after spec.deploymentName changed).
+func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+	objs, err := c.deploymentsIndexer.ByIndex(deploymentByFooUID, string(foo.UID))
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		dep := obj.(*appsv1.Deployment)
+		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil {
+			continue
+		}
+		// The UID precondition makes sure we delete exactly the object we
+		// decided about, not a same-named successor.
+		err := c.kubeclientset.AppsV1().Deployments(dep.Namespace).Delete(ctx, dep.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &dep.UID},
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deleting old Deployment %s: %w", dep.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted old Deployment", "deployment", klog.KObj(dep))
+		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
+			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.DeploymentName)
+	}
+	return nil
+}
+
+// syncStatus writes foo's status through the status subresource, and only if
+// it changed: an unchanged Foo costs no request.
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs reconcile.Observation) error {
+	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
+	want := reconcile.Status(foo, obs, now)
+	if reconcile.StatusEqual(foo.Status, want) {
+		return nil
+	}
+	_, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
+		reconcile.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; nothing left to report on
+	}
+	return err
+}
+
+// syncFinalizer adds the orphan finalizer to a Foo whose deletionPolicy is
+// Orphan and removes it when the policy is Delete. It returns the Foo to go
+// on with: the API server's answer if it patched, otherwise foo itself.
+func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo) (*samplev1alpha1.Foo, error) {
+	patch, needed, err := reconcile.FinalizerPatch(foo, reconcile.WantsOrphanFinalizer(foo))
+	if err != nil || !needed {
+		return foo, err
+	}
+	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).Patch(ctx, foo.Name,
+		types.MergePatchType, patch, metav1.PatchOptions{FieldManager: controllerName})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("updating finalizers: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Updated finalizers", "finalizers", updated.Finalizers)
+	return updated, nil
+}
+
+// finalize handles a Foo that is being deleted. Only a Foo holding our
+// finalizer needs anything: with the Orphan policy, the controller first
+// removes its owner reference from every Deployment it controls, and only
+// then the finalizer. In that order a crash at any point is safe: the next
+// sync finds the finalizer still there and repeats whatever is left (both
+// steps are no-ops once done), and the garbage collector cannot delete the
+// Deployment while the finalizer keeps the Foo in existence.
+func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) error {
+	if !reconcile.HasOrphanFinalizer(foo) {
+		return nil
+	}
+	if foo.Spec.DeletionPolicy == samplev1alpha1.DeletionPolicyOrphan {
+		if err := c.orphanDeployments(ctx, foo); err != nil {
+			return err
+		}
+	}
+	patch, _, err := reconcile.FinalizerPatch(foo, false)
+	if err != nil {
+		return err
+	}
+	_, err = c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).Patch(ctx, foo.Name,
+		types.MergePatchType, patch, metav1.PatchOptions{FieldManager: controllerName})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	klog.FromContext(ctx).V(2).Info("Removed finalizer; the Foo can go")
+	return nil
+}
+
+// orphanDeployments removes foo's controller reference from its Deployments.
+// It lists them from the API server rather than the cache: a Deployment
+// created moments ago may not be in the cache yet, and missing it here would
+// let the garbage collector delete what the user asked to keep. This is the
+// controller's only List call, made once per Orphan deletion.
+func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+	list, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(reconcile.SelectorLabels(foo)).String(),
+	})
+	if err != nil {
+		return fmt.Errorf("listing Deployments to orphan: %w", err)
+	}
+	// The label may have been removed by hand; the index still knows the
+	// Deployments by their owner reference.
+	deps := map[string]*appsv1.Deployment{}
+	for i := range list.Items {
+		deps[list.Items[i].Name] = &list.Items[i]
+	}
+	cached, err := c.deploymentsIndexer.ByIndex(deploymentByFooUID, string(foo.UID))
+	if err != nil {
+		return err
+	}
+	for _, obj := range cached {
+		if dep := obj.(*appsv1.Deployment); deps[dep.Name] == nil {
+			deps[dep.Name] = dep
+		}
+	}
+	for _, dep := range deps {
+		patch, needed, err := reconcile.RemoveControllerRefPatch(dep, foo.UID)
+		if err != nil {
+			return err
+		}
+		if !needed {
+			continue
+		}
+		_, err = c.kubeclientset.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.JSONPatchType, patch,
+			metav1.PatchOptions{FieldManager: controllerName})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("removing owner reference from Deployment %s: %w", dep.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
+		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
+			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)
+	}
+	return nil
+}
+
+// enqueueFoo adds a Foo's key to the queue. It accepts the tombstone an
+// informer hands to DeleteFunc when it missed the deletion itself.
+func (c *Controller) enqueueFoo(obj any) {
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.workqueue.Add(key)
+}
+
+// handleDeployment enqueues every Foo a Deployment event may concern: the
+// Foo that controls it (checked by UID, so a recreated Foo of the same name
+// is not confused with its predecessor) and the Foos that want its name
+// (so a Foo blocked by a foreign Deployment notices when it changes or goes).
+func (c *Controller) handleDeployment(obj any) {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			utilruntime.HandleError(fmt.Errorf("unexpected object type %T in Deployment handler", obj))
+			return
+		}
+		if dep, ok = tombstone.Obj.(*appsv1.Deployment); !ok {
+			utilruntime.HandleError(fmt.Errorf("unexpected tombstone object type %T in Deployment handler", tombstone.Obj))
+			return
+		}
+	}
+	if ref := reconcile.ControllerFoo(dep); ref != nil {
+		foo, err := c.foosLister.Foos(dep.Namespace).Get(ref.Name)
+		if err == nil && foo.UID == ref.UID {
+			c.workqueue.Add(cache.MetaObjectToName(foo))
+		}
+	}
+	foos, err := c.foosIndexer.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, obj := range foos {
+		c.workqueue.Add(cache.MetaObjectToName(obj.(*samplev1alpha1.Foo)))
+	}
+}
+
+// handleDeploymentUpdate is handleDeployment for updates.
+func (c *Controller) handleDeploymentUpdate(oldObj, newObj any) {
+	oldDep, newDep := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
+	if oldDep.ResourceVersion == newDep.ResourceVersion {
+		// A periodic resync re-delivers unchanged objects; the Foo resync
+		// already covers every Foo.
+		return
+	}
+	// If the controller reference changed, the old controller must hear of
+	// it too (it may have lost its Deployment).
+	if !equalControllerRef(oldDep, newDep) {
+		c.handleDeployment(oldDep)
+	}
+	c.handleDeployment(newDep)
+}
+
+func indexFooByDeploymentName(obj any) ([]string, error) {
+	foo, ok := obj.(*samplev1alpha1.Foo)
+	if !ok || foo.Spec.DeploymentName == "" {
+		return nil, nil
+	}
+	return []string{foo.Namespace + "/" + foo.Spec.DeploymentName}, nil
+}
+
+func indexDeploymentByFooUID(obj any) ([]string, error) {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return nil, nil
+	}
+	if ref := reconcile.ControllerFoo(dep); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func equalControllerRef(a, b *appsv1.Deployment) bool {
+	ra, rb := metav1.GetControllerOfNoCopy(a), metav1.GetControllerOfNoCopy(b)
+	if ra == nil || rb == nil {
+		return ra == rb
+	}
+	return ra.UID == rb.UID
+}
+
+func readyReason(foo *samplev1alpha1.Foo) string {
+	if c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+func replicasOf(dep *appsv1.Deployment) int32 {
+	if dep.Spec.Replicas == nil {
+		return 1
+	}
+	return *dep.Spec.Replicas
+}

@@ -1,0 +1,158 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Foo declares a Deployment that the foo-controller creates, keeps in the
+// declared shape, and reports on.
+//
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=foos,singular=foo,shortName=foo,scope=Namespaced
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Foo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec FooSpec `json:"spec"`
+	// +optional
+	Status FooStatus `json:"status,omitempty"`
+}
+
+// DeletionPolicy says what happens to a Foo's Deployment when the Foo is deleted.
+//
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete lets the garbage collector delete the Deployment
+	// with the Foo, through the Deployment's owner reference.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan keeps the Deployment: the controller holds a
+	// finalizer on the Foo and removes its owner reference from the
+	// Deployment before letting the Foo go.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// FooSpec is the desired state of a Foo.
+type FooSpec struct {
+	// DeploymentName is the name of the Deployment the controller maintains,
+	// in the Foo's namespace. Changing it creates the new Deployment and
+	// deletes the old one.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	DeploymentName string `json:"deploymentName"`
+
+	// Replicas is the desired number of pods. It is also the spec side of the
+	// scale subresource, so `kubectl scale` and a HorizontalPodAutoscaler can
+	// set it.
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image is the container image the Deployment's pods run.
+	//
+	// +optional
+	// +kubebuilder:default="nginx:1.27"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith(':latest')",message="image must be pinned: the mutable ':latest' tag is not allowed"
+	Image string `json:"image,omitempty"`
+
+	// DeletionPolicy is what happens to the Deployment when the Foo is
+	// deleted: Delete (the default) or Orphan (keep it, without an owner).
+	//
+	// +optional
+	// +kubebuilder:default=Delete
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// FooStatus is the observed state of a Foo, written only by the controller.
+type FooStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	// Until it equals metadata.generation, the rest of the status is stale.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of pods the Deployment has (the status side of
+	// the scale subresource).
+	//
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// AvailableReplicas is the number of the Deployment's pods that are available.
+	//
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// ReadyReplicas is the number of the Deployment's pods that are ready.
+	//
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the Deployment's pods, in string
+	// form, for the scale subresource (and so for autoscalers).
+	//
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Conditions describe the Foo's state. The Ready condition is True when
+	// the Deployment exists, is controlled by this Foo, and has all desired
+	// replicas updated and available.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// Condition types and reasons reported on Foo.status.conditions.
+const (
+	// ConditionReady summarises whether the Foo's Deployment is serving as declared.
+	ConditionReady = "Ready"
+
+	// ReasonDeploymentAvailable: all desired replicas are updated and available.
+	ReasonDeploymentAvailable = "DeploymentAvailable"
+	// ReasonProgressing: the Deployment is being created, rolled out or scaled.
+	ReasonProgressing = "Progressing"
+	// ReasonProgressDeadlineExceeded: the Deployment reports that its rollout stalled.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonDeploymentConflict: a Deployment of that name exists and is not
+	// controlled by this Foo; the controller leaves it alone.
+	ReasonDeploymentConflict = "DeploymentConflict"
+)
+
+// OrphanFinalizer is held on a Foo whose deletionPolicy is Orphan, so the
+// controller gets to remove the Deployment's owner reference before the Foo
+// (and with it, through garbage collection, the Deployment) is gone.
+const OrphanFinalizer = "samplecontroller.example.com/orphan-deployment"
+
+// FooList is a list of Foos.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type FooList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Foo `json:"items"`
+}

@@ -1,0 +1,136 @@
+package reconcile
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+)
+
+const (
+	// FooUIDLabel carries the owning Foo's UID on the Deployment and its pods
+	// and is the Deployment's whole selector. A UID (not the Foo's name) keeps
+	// the selectors of two Foos — even a deleted Foo and its same-named
+	// successor — from ever overlapping, and is always a valid label value.
+	FooUIDLabel = "samplecontroller.example.com/foo-uid"
+	// ManagedByLabel marks the objects this controller manages, for humans
+	// and label queries; it is not part of the selector.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the ManagedByLabel value.
+	ManagedByValue = "foo-controller"
+
+	// ContainerName is the name of the one container the controller manages
+	// in the pod template.
+	ContainerName = "app"
+
+	// DefaultImage and DefaultReplicas mirror the CRD's defaults. The API
+	// server applies those defaults; these are used only if a Foo reaches
+	// the controller without them (e.g. one stored before the default
+	// existed).
+	DefaultImage    = "nginx:1.27"
+	DefaultReplicas = int32(1)
+)
+
+// Replicas is the Foo's desired replica count.
+func Replicas(foo *samplev1alpha1.Foo) int32 {
+	if foo.Spec.Replicas == nil {
+		return DefaultReplicas
+	}
+	return *foo.Spec.Replicas
+}
+
+// Image is the Foo's desired container image.
+func Image(foo *samplev1alpha1.Foo) string {
+	if foo.Spec.Image == "" {
+		return DefaultImage
+	}
+	return foo.Spec.Image
+}
+
+// SelectorLabels are the Deployment's selector (and so the scale
+// subresource's selector): unique to this Foo.
+func SelectorLabels(foo *samplev1alpha1.Foo) map[string]string {
+	return map[string]string{FooUIDLabel: string(foo.UID)}
+}
+
+// Labels are all the labels the controller sets on the Deployment and on its
+// pod template. Other labels that others add are left alone.
+func Labels(foo *samplev1alpha1.Foo) map[string]string {
+	l := SelectorLabels(foo)
+	l[ManagedByLabel] = ManagedByValue
+	return l
+}
+
+// DesiredDeployment is the server-side apply configuration of foo's
+// Deployment: exactly the fields the controller owns, nothing else. Applying
+// it with the controller's field manager and force creates the Deployment or
+// takes back any of these fields that someone else changed, and leaves every
+// field it does not mention to its other owners.
+func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConfiguration {
+	return appsv1apply.Deployment(foo.Spec.DeploymentName, foo.Namespace).
+		WithLabels(Labels(foo)).
+		WithOwnerReferences(metav1apply.OwnerReference().
+			WithAPIVersion(samplev1alpha1.GroupVersion.String()).
+			WithKind(FooKind).
+			WithName(foo.Name).
+			WithUID(foo.UID).
+			WithController(true).
+			// The garbage collector's foreground deletion of the Foo waits
+			// for the Deployment.
+			WithBlockOwnerDeletion(true)).
+		WithSpec(appsv1apply.DeploymentSpec().
+			WithReplicas(Replicas(foo)).
+			WithSelector(metav1apply.LabelSelector().WithMatchLabels(SelectorLabels(foo))).
+			WithTemplate(corev1apply.PodTemplateSpec().
+				WithLabels(Labels(foo)).
+				WithSpec(corev1apply.PodSpec().
+					WithContainers(corev1apply.Container().
+						WithName(ContainerName).
+						WithImage(Image(foo))))))
+}
+
+// Drift lists the owned fields in which dep differs from what foo wants, by
+// name ("replicas", "image", "labels", "template labels", "owner"). Empty
+// means the controller has nothing to send. Fields the controller does not
+// own (added labels, annotations, other containers, defaults filled in by the
+// API server) are not compared.
+func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
+	var drift []string
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != Replicas(foo) {
+		drift = append(drift, "replicas")
+	}
+	if c := container(dep); c == nil || c.Image != Image(foo) {
+		drift = append(drift, "image")
+	}
+	if !hasLabels(dep.Labels, Labels(foo)) {
+		drift = append(drift, "labels")
+	}
+	if !hasLabels(dep.Spec.Template.Labels, Labels(foo)) {
+		drift = append(drift, "template labels")
+	}
+	if !IsControlledBy(dep, foo.UID) {
+		drift = append(drift, "owner")
+	}
+	return drift
+}
+
+func container(dep *appsv1.Deployment) *corev1.Container {
+	for i := range dep.Spec.Template.Spec.Containers {
+		if dep.Spec.Template.Spec.Containers[i].Name == ContainerName {
+			return &dep.Spec.Template.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

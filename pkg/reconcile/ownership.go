@@ -1,0 +1,79 @@
+package reconcile
+
+import (
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+)
+
+// FooKind is the kind named in the owner references the controller writes.
+const FooKind = "Foo"
+
+// Ownership says how an existing Deployment relates to a Foo.
+type Ownership int
+
+const (
+	// Foreign: someone else's Deployment. The controller must not touch it.
+	Foreign Ownership = iota
+	// Owned: controlled by this Foo (controller owner reference with its UID).
+	Owned
+	// Orphaned: created for this Foo (it carries the Foo's UID label) but its
+	// owner reference has been removed; the controller adopts it back.
+	Orphaned
+)
+
+func (o Ownership) String() string {
+	switch o {
+	case Owned:
+		return "Owned"
+	case Orphaned:
+		return "Orphaned"
+	default:
+		return "Foreign"
+	}
+}
+
+// ControllerFoo returns the Foo owner reference that controls obj, or nil if
+// obj is not controlled by a Foo. Both the API group and the kind are
+// checked: a "Foo" from another group is not ours.
+func ControllerFoo(obj metav1.Object) *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != FooKind {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != samplev1alpha1.GroupName {
+		return nil
+	}
+	return ref
+}
+
+// IsControlledBy reports whether obj's controller is the Foo with this UID.
+// Comparing UIDs, not names, keeps a Foo that was deleted and recreated under
+// the same name from claiming its predecessor's objects.
+func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
+	ref := ControllerFoo(obj)
+	return ref != nil && ref.UID == fooUID
+}
+
+// Classify says whether dep belongs to foo.
+func Classify(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) Ownership {
+	if IsControlledBy(dep, foo.UID) {
+		return Owned
+	}
+	// Adopt only what we provably created: the UID label, and the selector
+	// we would have written (a selector is immutable, so a Deployment with
+	// any other selector could never be brought to the desired shape).
+	if metav1.GetControllerOfNoCopy(dep) == nil &&
+		dep.Labels[FooUIDLabel] == string(foo.UID) &&
+		dep.Spec.Selector != nil && len(dep.Spec.Selector.MatchExpressions) == 0 &&
+		maps.Equal(dep.Spec.Selector.MatchLabels, SelectorLabels(foo)) {
+		return Orphaned
+	}
+	return Foreign
+}
