@@ -21,14 +21,32 @@ verify: ## Generated code up to date, gofmt, go vet, golangci-lint.
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	go vet -tags integration ./pkg/integration/
 	hack/lint.sh
 
 .PHONY: test-unit
 test-unit: ## Unit tests (fake clientsets, pure functions) with the race detector.
 	go test -race $(GOTEST_FLAGS) ./...
 
+.PHONY: test-integration
+test-integration: ## Integration tests on a real control plane (builds it on first use).
+	FOO_TESTBIN="$$(hack/install-testbin.sh --print-dir)" \
+	  go test -tags integration -count=1 -timeout 30m $(GOTEST_FLAGS) ./pkg/integration/
+
 .PHONY: test
-test: test-unit ## Every test: unit, then integration on a real control plane.
+test: test-unit test-integration ## Every test: unit, then integration on a real control plane.
+
+.PHONY: run
+run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set).
+	hack/run-local.sh
+
+.PHONY: local-up
+local-up: ## Start the local control plane in the background.
+	hack/local-up.sh
+
+.PHONY: local-down
+local-down: ## Stop the local control plane.
+	hack/local-down.sh
 
 .PHONY: help
 help:

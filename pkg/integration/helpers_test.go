@@ -1,0 +1,357 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	"example.com/foo-controller/pkg/reconcile"
+)
+
+// scenario is one test's world: its own namespace and, once started, its
+// own controller process watching only that namespace.
+type scenario struct {
+	t          *testing.T
+	ctx        context.Context
+	ns         string
+	kube       kubernetes.Interface
+	foos       clientset.Interface
+	dyn        dynamic.Interface
+	controller *process
+	logs       []string // controller logs, one per process started
+}
+
+func newScenario(t *testing.T) *scenario {
+	t.Helper()
+	s := &scenario{t: t, ctx: t.Context()}
+	var err error
+	if s.kube, err = kubernetes.NewForConfig(env.admin); err != nil {
+		t.Fatal(err)
+	}
+	if s.foos, err = clientset.NewForConfig(env.admin); err != nil {
+		t.Fatal(err)
+	}
+	if s.dyn, err = dynamic.NewForConfig(env.admin); err != nil {
+		t.Fatal(err)
+	}
+	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(slug) > 40 {
+		slug = slug[:40]
+	}
+	s.ns = strings.Trim(slug, "-") + "-" + utilrand.String(5)
+	if _, err := s.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s.controller != nil {
+			// Every test ends with a graceful stop, which must exit 0.
+			if err := s.controller.stop(30 * time.Second); err != nil {
+				t.Errorf("controller did not shut down cleanly: %v\n%s", err, s.controller.tail(30))
+			}
+		}
+		if t.Failed() && s.controller != nil {
+			t.Logf("controller log (%s), last lines:\n%s", s.controller.log, s.controller.tail(60))
+		}
+		_ = s.kube.CoreV1().Namespaces().Delete(context.Background(), s.ns, metav1.DeleteOptions{})
+	})
+	return s
+}
+
+// startController runs the controller binary against the namespace.
+func (s *scenario) startController(extraArgs ...string) *process {
+	s.t.Helper()
+	args := append([]string{
+		"-kubeconfig=" + env.ctrlKC,
+		"-namespace=" + s.ns,
+		"-v=4",
+	}, extraArgs...)
+	logPath := filepath.Join(env.dir, fmt.Sprintf("controller-%s-%d.log", s.ns, len(s.logs)))
+	p, err := startProcess("foo-controller", controllerBin, logPath, nil, args...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.controller = p
+	s.logs = append(s.logs, logPath)
+	return p
+}
+
+// eventually polls cond until it reports done, failing the test with the
+// last state it described if timeout passes first.
+func (s *scenario) eventually(timeout time.Duration, what string, cond func() (done bool, state string)) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	state := ""
+	for {
+		var done bool
+		done, state = cond()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out after %v waiting for %s; last state: %s", timeout, what, state)
+		}
+		select {
+		case <-s.ctx.Done():
+			s.t.Fatalf("test context ended waiting for %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func newFoo(name, deployment string, replicas int32) *samplev1alpha1.Foo {
+	return &samplev1alpha1.Foo{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       samplev1alpha1.FooSpec{DeploymentName: deployment, Replicas: ptr.To(replicas)},
+	}
+}
+
+func (s *scenario) createFoo(foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+	s.t.Helper()
+	created, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, foo, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatalf("creating Foo %s: %v", foo.Name, err)
+	}
+	return created
+}
+
+func (s *scenario) getFoo(name string) (*samplev1alpha1.Foo, error) {
+	return s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+}
+
+func (s *scenario) getDeployment(name string) (*appsv1.Deployment, error) {
+	return s.kube.AppsV1().Deployments(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+}
+
+// updateFoo re-reads the Foo and applies mutate until the update does not
+// conflict.
+func (s *scenario) updateFoo(name string, mutate func(*samplev1alpha1.Foo)) {
+	s.t.Helper()
+	for range 10 {
+		foo, err := s.getFoo(name)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		mutate(foo)
+		_, err = s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Update(s.ctx, foo, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return
+	}
+	s.t.Fatal("updateFoo: too many conflicts")
+}
+
+// converged reports whether the Foo and its Deployment are in their final
+// state: the Deployment exists, is controlled by the Foo, matches its spec,
+// has all replicas available, and the Foo's status says so for its
+// current generation.
+func (s *scenario) converged(name string) (bool, string) {
+	foo, err := s.getFoo(name)
+	if err != nil {
+		return false, err.Error()
+	}
+	dep, err := s.getDeployment(foo.Spec.DeploymentName)
+	if err != nil {
+		return false, err.Error()
+	}
+	if !reconcile.IsControlledBy(dep, foo.UID) {
+		return false, fmt.Sprintf("Deployment %s not controlled by the Foo: %v", dep.Name, dep.OwnerReferences)
+	}
+	if drift := reconcile.Drift(foo, dep); len(drift) > 0 {
+		return false, fmt.Sprintf("Deployment drifts: %v", drift)
+	}
+	want := reconcile.Replicas(foo)
+	ready := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	st := foo.Status
+	if dep.Status.AvailableReplicas != want || st.AvailableReplicas != want || st.ObservedGeneration != foo.Generation ||
+		ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != foo.Generation {
+		return false, fmt.Sprintf("generation %d, Deployment available %d/%d, Foo status %+v", foo.Generation,
+			dep.Status.AvailableReplicas, want, st)
+	}
+	return true, ""
+}
+
+func (s *scenario) waitConverged(name string, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, "Foo "+name+" to converge", func() (bool, string) { return s.converged(name) })
+}
+
+// runningPods counts the Running pods selected by the Foo's selector.
+func (s *scenario) runningPods(foo *samplev1alpha1.Foo) int {
+	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(reconcile.SelectorLabels(foo)).String(),
+	})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// kubectl runs the real kubectl as the admin.
+func (s *scenario) kubectl(args ...string) (string, error) {
+	cmd := exec.CommandContext(s.ctx, filepath.Join(env.testbin, "kubectl"),
+		append([]string{"--kubeconfig=" + env.adminKC, "--namespace=" + s.ns}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the tests read.
+type auditEvent struct {
+	AuditID   string `json:"auditID"`
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceivedTimestamp metav1.MicroTime `json:"requestReceivedTimestamp"`
+}
+
+func (e auditEvent) resource() string {
+	if e.ObjectRef == nil {
+		return ""
+	}
+	if e.ObjectRef.Subresource != "" {
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
+}
+
+// controllerRequests returns the requests the API server received from the
+// controller for this scenario's namespace in [from, to), one per request.
+func (s *scenario) controllerRequests(from, to time.Time) []auditEvent {
+	s.t.Helper()
+	f, err := os.Open(env.auditLog)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	seen := map[string]bool{}
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue
+		}
+		if e.User.Username != controllerUser || e.ObjectRef == nil || e.ObjectRef.Namespace != s.ns || seen[e.AuditID] {
+			continue
+		}
+		ts := e.RequestReceivedTimestamp.Time
+		if ts.Before(from) || !ts.Before(to) {
+			continue
+		}
+		seen[e.AuditID] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
+func writesOf(events []auditEvent) []auditEvent {
+	var out []auditEvent
+	for _, e := range events {
+		if writeVerbs[e.Verb] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// summarize renders requests as "verb resource name" counts, for messages.
+func summarize(events []auditEvent) string {
+	counts := map[string]int{}
+	for _, e := range events {
+		name := ""
+		if e.ObjectRef != nil {
+			name = e.ObjectRef.Name
+		}
+		counts[fmt.Sprintf("%s %s %s", e.Verb, e.resource(), name)]++
+	}
+	var keys []string
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %3d× %s", counts[k], k)
+	}
+	return b.String()
+}
+
+// fooEvents returns the Events recorded about a Foo, by reason.
+func (s *scenario) fooEvents(name string) map[string]int {
+	list, err := s.kube.EventsV1().Events(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Foo" && e.Regarding.Name == name {
+			n := 1
+			if e.Series != nil {
+				n = int(e.Series.Count)
+			}
+			out[e.Reason] += n
+		}
+	}
+	return out
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+// countLogLines counts the lines of the current controller's log that
+// contain substr.
+func (s *scenario) countLogLines(substr string) int {
+	s.t.Helper()
+	b, err := os.ReadFile(s.controller.log)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.Count(string(b), substr)
+}

@@ -1,0 +1,457 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/reconcile"
+)
+
+var fooGVR = schema.GroupVersionResource{Group: samplev1alpha1.GroupName, Version: "v1alpha1", Resource: "foos"}
+
+func TestCreateConverges(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	start := time.Now()
+	foo := s.createFoo(newFoo("web", "web-deploy", 2))
+
+	s.waitConverged("web", time.Minute)
+	t.Logf("converged in %v", time.Since(start).Round(time.Millisecond))
+
+	// The audit log sees the controller's requests (the counting that
+	// other tests rely on to show silence works), and converging one Foo
+	// costs the expected writes: create the Deployment, report status.
+	reqs := s.controllerRequests(start.Add(-time.Second), time.Now())
+	writes := writesOf(reqs)
+	t.Logf("requests to converge one Foo: %d (%d writes)%s", len(reqs), len(writes), summarize(reqs))
+	got := summarize(writes)
+	for _, want := range []string{"patch deployments web-deploy", "patch foos/status web", "create events"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("expected a %q request among the controller's writes:%s", want, got)
+		}
+	}
+
+	dep, err := s.getDeployment("web-deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := metav1.GetControllerOf(dep)
+	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" ||
+		!ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("owner reference: %+v", ref)
+	}
+	// Defaults from the CRD schema reached the Deployment.
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "nginx:1.27" {
+		t.Errorf("defaulted image: got %q", img)
+	}
+	s.eventually(time.Minute, "2 Running pods", func() (bool, string) {
+		n := s.runningPods(foo)
+		return n == 2, fmt.Sprintf("%d Running", n)
+	})
+
+	// What a user scripting against the Foo relies on.
+	if out, err := s.kubectl("wait", "--for=condition=Ready", "foo/web", "--timeout=30s"); err != nil {
+		t.Errorf("kubectl wait --for=condition=Ready: %v: %s", err, out)
+	}
+	out, err := s.kubectl("get", "foos")
+	if err != nil || !strings.Contains(out, "DEPLOYMENT") || !regexpMatch(`web\s+web-deploy\s+2\s+2\s+True`, out) {
+		t.Errorf("printer columns: %v\n%s", err, out)
+	}
+	if ev := s.fooEvents("web"); ev["Created"] != 1 {
+		t.Errorf("events: %v, want one Created", ev)
+	}
+}
+
+func TestScaleSubresource(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	foo := s.createFoo(newFoo("web", "web", 1))
+	s.waitConverged("web", time.Minute)
+
+	if out, err := s.kubectl("scale", "foo/web", "--replicas=3"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	s.waitConverged("web", time.Minute)
+	dep, err := s.getDeployment("web")
+	if err != nil || *dep.Spec.Replicas != 3 {
+		t.Fatalf("Deployment replicas after scale: %v %v", err, dep)
+	}
+	s.eventually(time.Minute, "3 Running pods", func() (bool, string) {
+		n := s.runningPods(foo)
+		return n == 3, fmt.Sprintf("%d Running", n)
+	})
+
+	// The scale subresource reports what an autoscaler needs.
+	scale, err := s.dyn.Resource(fooGVR).Namespace(s.ns).Get(s.ctx, "web", metav1.GetOptions{}, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specReplicas, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas")
+	statusReplicas, _, _ := unstructured.NestedInt64(scale.Object, "status", "replicas")
+	selector, _, _ := unstructured.NestedString(scale.Object, "status", "selector")
+	if specReplicas != 3 || statusReplicas != 3 || selector != reconcile.FooUIDLabel+"="+string(foo.UID) {
+		t.Errorf("scale subresource: spec %d status %d selector %q", specReplicas, statusReplicas, selector)
+	}
+	if ev := s.fooEvents("web"); ev["Scaled"] != 1 {
+		t.Errorf("events: %v, want one Scaled", ev)
+	}
+}
+
+func TestDriftIsCorrected(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	s.createFoo(newFoo("web", "web", 2))
+	s.waitConverged("web", time.Minute)
+
+	edits := []struct {
+		name string
+		edit func(*appsv1.Deployment)
+	}{
+		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](5) }},
+		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "httpd:2.4" }},
+		{"labels", func(d *appsv1.Deployment) { d.Labels[reconcile.ManagedByLabel] = "someone-else" }},
+		{"owner reference", func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
+	}
+	for _, e := range edits {
+		// Someone edits the Deployment, as `kubectl edit` would (an Update
+		// under another field manager).
+		for {
+			dep, err := s.getDeployment("web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.edit(dep)
+			_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+			if apierrors.IsConflict(err) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s edit: %v", e.name, err)
+			}
+			break
+		}
+		start := time.Now()
+		s.waitConverged("web", time.Minute)
+		t.Logf("%s drift put back in %v", e.name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+func TestRenameDeployment(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	s.createFoo(newFoo("web", "old-name", 1))
+	s.waitConverged("web", time.Minute)
+
+	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.DeploymentName = "new-name" })
+	s.waitConverged("web", time.Minute)
+	s.eventually(time.Minute, "the old Deployment to be deleted", func() (bool, string) {
+		_, err := s.getDeployment("old-name")
+		return apierrors.IsNotFound(err), fmt.Sprintf("get old-name: %v", err)
+	})
+	if ev := s.fooEvents("web"); ev["Pruned"] != 1 || ev["Created"] != 2 {
+		t.Errorf("events: %v, want Created×2 and Pruned×1", ev)
+	}
+}
+
+func TestConflictWithForeignDeployment(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	foreign := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken", Labels: map[string]string{"app": "someone-else"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "someone-else"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+	foreign, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.startController()
+	s.createFoo(newFoo("web", "taken", 2))
+
+	s.eventually(time.Minute, "Ready=False/DeploymentConflict", func() (bool, string) {
+		foo, err := s.getFoo("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentConflict &&
+			foo.Status.ObservedGeneration == foo.Generation, fmt.Sprintf("%+v", foo.Status)
+	})
+
+	// A permanent condition must not spin: count every request the
+	// controller sends for this namespace over a minute.
+	const window = 60 * time.Second
+	from := time.Now()
+	time.Sleep(window)
+	reqs := s.controllerRequests(from, time.Now())
+	t.Logf("requests from the controller over %v of conflict: %d%s", window, len(reqs), summarize(reqs))
+	if len(reqs) > 3 {
+		t.Errorf("controller sent %d requests in %v for a blocked Foo, want at most 3:%s", len(reqs), window, summarize(reqs))
+	}
+
+	after, err := s.getDeployment("taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != foreign.ResourceVersion && (len(after.OwnerReferences) > 0 || after.Labels[reconcile.FooUIDLabel] != "" ||
+		*after.Spec.Replicas != 1 || after.Spec.Template.Spec.Containers[0].Image != "busybox:1.36") {
+		t.Errorf("the foreign Deployment was modified: %+v", after)
+	}
+	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentConflict] != 1 {
+		t.Errorf("events: %v, want exactly one DeploymentConflict", ev)
+	}
+
+	// The owner of the name gives it up: the Foo converges by itself,
+	// prompted by the Deployment's deletion event, not by polling.
+	if err := s.kube.AppsV1().Deployments(s.ns).Delete(s.ctx, "taken", metav1.DeleteOptions{
+		PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.waitConverged("web", 2*time.Minute)
+	t.Logf("converged %v after the foreign Deployment was deleted", time.Since(start).Round(time.Millisecond))
+}
+
+func TestDeletionPolicies(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+
+	s.createFoo(newFoo("deleted", "deleted", 1))
+	orphan := newFoo("orphan", "kept", 1)
+	orphan.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	s.createFoo(orphan)
+	s.waitConverged("deleted", time.Minute)
+	s.waitConverged("orphan", time.Minute)
+
+	foo, err := s.getFoo("orphan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(foo.Finalizers) != 1 || foo.Finalizers[0] != samplev1alpha1.OrphanFinalizer {
+		t.Errorf("an Orphan Foo must hold the finalizer: %v", foo.Finalizers)
+	}
+	deletedFoo, err := s.getFoo("deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deletedFoo.Finalizers) != 0 {
+		t.Errorf("a Delete Foo needs no finalizer: %v", deletedFoo.Finalizers)
+	}
+
+	for _, name := range []string{"deleted", "orphan"} {
+		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.eventually(time.Minute, "both Foos to be gone", func() (bool, string) {
+		list, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%d Foos left", len(list.Items))
+	})
+	s.eventually(time.Minute, "the Delete Foo's Deployment to be garbage-collected", func() (bool, string) {
+		_, err := s.getDeployment("deleted")
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	kept, err := s.getDeployment("kept")
+	if err != nil {
+		t.Fatalf("the Orphan Foo's Deployment must be kept: %v", err)
+	}
+	if len(kept.OwnerReferences) != 0 {
+		t.Errorf("the kept Deployment still has owners: %+v", kept.OwnerReferences)
+	}
+	// It stays: give the garbage collector time to act if it were going to.
+	time.Sleep(3 * time.Second)
+	if _, err := s.getDeployment("kept"); err != nil {
+		t.Errorf("the kept Deployment went away: %v", err)
+	}
+}
+
+func TestInvalidFoosAreRejected(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+
+	spec := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name      string
+		spec      map[string]any // nil: no spec at all
+		wantField string         // the message must name this field
+	}{
+		{"no spec", nil, "spec"},
+		{"missing deploymentName", spec("replicas", 1), "spec.deploymentName"},
+		{"empty deploymentName", spec("deploymentName", ""), "spec.deploymentName"},
+		{"deploymentName not DNS-1123", spec("deploymentName", "Bad_Name"), "spec.deploymentName"},
+		{"deploymentName too long", spec("deploymentName", strings.Repeat("a", 64)), "spec.deploymentName"},
+		{"deploymentName of the wrong type", spec("deploymentName", 5), "spec.deploymentName"},
+		{"negative replicas", spec("deploymentName", "d", "replicas", -1), "spec.replicas"},
+		{"too many replicas", spec("deploymentName", "d", "replicas", 101), "spec.replicas"},
+		{"replicas of the wrong type", spec("deploymentName", "d", "replicas", "three"), "spec.replicas"},
+		{"unknown deletionPolicy", spec("deploymentName", "d", "deletionPolicy", "Keep"), "spec.deletionPolicy"},
+		{"image with :latest", spec("deploymentName", "d", "image", "nginx:latest"), "spec.image"},
+		{"image with whitespace", spec("deploymentName", "d", "image", "nginx 1.27"), "spec.image"},
+		{"empty image", spec("deploymentName", "d", "image", ""), "spec.image"},
+		{"unknown field", spec("deploymentName", "d", "replicaz", 2), "spec.replicaz"},
+	}
+	for i, tc := range tests {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "samplecontroller.example.com/v1alpha1",
+			"kind":       "Foo",
+			"metadata":   map[string]any{"name": fmt.Sprintf("bad-%d", i)},
+		}}
+		if tc.spec != nil {
+			obj.Object["spec"] = tc.spec
+		}
+		// Strict field validation is what kubectl asks for by default.
+		_, err := s.dyn.Resource(fooGVR).Namespace(s.ns).Create(s.ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+		switch {
+		case err == nil:
+			t.Errorf("%s: accepted", tc.name)
+		case !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err):
+			t.Errorf("%s: want Invalid or BadRequest, got %v", tc.name, err)
+		case !strings.Contains(err.Error(), tc.wantField):
+			t.Errorf("%s: message does not name %s: %v", tc.name, tc.wantField, err)
+		default:
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+
+	// Nothing was created for them, and the controller made nothing.
+	time.Sleep(2 * time.Second)
+	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil || len(foos.Items) != 0 {
+		t.Errorf("Foos stored: %v %v", err, foos)
+	}
+	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil || len(deps.Items) != 0 {
+		t.Errorf("Deployments created: %v %v", err, deps)
+	}
+}
+
+func TestIdleMeansSilent(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	const resync = 5 * time.Second
+	s.startController("-resync-period=" + resync.String())
+	const n = 50
+	for i := range n {
+		s.createFoo(newFoo(fmt.Sprintf("foo-%02d", i), fmt.Sprintf("dep-%02d", i), 1))
+	}
+	start := time.Now()
+	for i := range n {
+		s.waitConverged(fmt.Sprintf("foo-%02d", i), 3*time.Minute)
+	}
+	t.Logf("%d Foos converged in %v", n, time.Since(start).Round(time.Millisecond))
+	// Let the last status writes' own watch events pass through.
+	time.Sleep(2 * time.Second)
+
+	window := 3*resync + time.Second
+	syncsBefore := s.countLogLines("Finished syncing Foo")
+	from := time.Now()
+	time.Sleep(window)
+	reqs := s.controllerRequests(from, time.Now())
+	syncs := s.countLogLines("Finished syncing Foo") - syncsBefore
+	writes := writesOf(reqs)
+	t.Logf("over %v idle: %d syncs (resyncs of %d Foos), %d requests, %d writes%s", window, syncs, n, len(reqs), len(writes), summarize(reqs))
+	// Silence must come from syncs that found nothing to do, not from
+	// syncs that did not happen.
+	if syncs < 2*n {
+		t.Errorf("only %d syncs in %v: the resyncs did not run", syncs, window)
+	}
+	if len(writes) != 0 {
+		t.Errorf("controller wrote while idle:%s", summarize(writes))
+	}
+}
+
+func TestRestartMidway(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	first := s.startController()
+	const n = 100
+	for i := range n {
+		s.createFoo(newFoo(fmt.Sprintf("foo-%03d", i), fmt.Sprintf("dep-%03d", i), 1))
+	}
+	// Kill the controller (no graceful shutdown: a crash) part-way through.
+	s.eventually(2*time.Minute, "some Deployments to exist", func() (bool, string) {
+		deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(deps.Items) >= n/4, fmt.Sprintf("%d Deployments", len(deps.Items))
+	})
+	first.kill()
+	deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	t.Logf("killed the controller with %d of %d Deployments created", len(deps.Items), n)
+
+	s.startController()
+	start := time.Now()
+	for i := range n {
+		s.waitConverged(fmt.Sprintf("foo-%03d", i), 3*time.Minute)
+	}
+	t.Logf("all %d converged %v after the restart", n, time.Since(start).Round(time.Millisecond))
+
+	// No duplicates, no orphans: exactly one Deployment per Foo, each
+	// controlled by its Foo.
+	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	for _, f := range foos.Items {
+		owners[string(f.UID)] = f.Name
+	}
+	all, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perFoo := map[string]int{}
+	for _, d := range all.Items {
+		ref := reconcile.ControllerFoo(&d)
+		if ref == nil || owners[string(ref.UID)] == "" {
+			t.Errorf("Deployment %s has no live controlling Foo: %+v", d.Name, d.OwnerReferences)
+			continue
+		}
+		perFoo[owners[string(ref.UID)]]++
+	}
+	for name, count := range perFoo {
+		if count != 1 {
+			t.Errorf("Foo %s controls %d Deployments", name, count)
+		}
+	}
+	if len(all.Items) != n || len(perFoo) != n {
+		t.Errorf("%d Deployments for %d Foos (%d with a Deployment)", len(all.Items), n, len(perFoo))
+	}
+}
