@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -28,7 +29,6 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
-	listers "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/reconcile"
 )
 
@@ -47,6 +47,21 @@ const (
 	// controls them, so a Foo finds all its Deployments (the current one and
 	// any left from an old spec.deploymentName) without a List call.
 	deploymentByFooUID = "deploymentByFooUID"
+
+	// mutationCacheTTL bounds how long a copy of our own write is preferred
+	// to the informer's (older) object: far longer than a watch event takes
+	// to arrive, short enough that a lost event cannot mislead for long.
+	mutationCacheTTL = time.Minute
+	// mutationCacheSize is the number of recent writes remembered per
+	// resource; past it the oldest are forgotten (and the informer cache,
+	// perhaps a little stale, is read instead).
+	mutationCacheSize = 10000
+
+	// shutdownGracePeriod bounds how long in-flight syncs may run after
+	// shutdown begins (a request to an API server that stopped answering
+	// would otherwise hold the process until it is killed). It fits within
+	// a Pod's default 30s termination grace period.
+	shutdownGracePeriod = 20 * time.Second
 )
 
 // Event reasons. Events are recorded only when the controller changes
@@ -75,12 +90,18 @@ type Controller struct {
 	kubeclientset kubernetes.Interface
 	fooclientset  clientset.Interface
 
-	deploymentsLister  appslisters.DeploymentLister
-	deploymentsIndexer cache.Indexer
-	deploymentsSynced  cache.InformerSynced
-	foosLister         listers.FooLister
-	foosIndexer        cache.Indexer
-	foosSynced         cache.InformerSynced
+	// The caches the controller reads: the informers' stores seen through a
+	// MutationCache that also holds the objects our own writes returned.
+	// An informer learns of our write only when its watch event arrives; a
+	// sync that ran in between would otherwise act on the old object again
+	// (a second create, a second status write, a second Event). A cached
+	// object newer than our copy always wins, and a copy expires after
+	// mutationCacheTTL.
+	deployments       cache.MutationCache
+	deploymentsSynced cache.InformerSynced
+	foos              cache.MutationCache
+	foosIndexer       cache.Indexer
+	foosSynced        cache.InformerSynced
 
 	// workqueue serialises work per Foo: a key is never processed by two
 	// workers at once, and a key added many times while waiting is
@@ -111,14 +132,24 @@ func NewController(
 	}
 
 	c := &Controller{
-		kubeclientset:      kubeclientset,
-		fooclientset:       fooclientset,
-		deploymentsLister:  deploymentInformer.Lister(),
-		deploymentsIndexer: deploymentInformer.Informer().GetIndexer(),
-		deploymentsSynced:  deploymentInformer.Informer().HasSynced,
-		foosLister:         fooInformer.Lister(),
-		foosIndexer:        fooInformer.Informer().GetIndexer(),
-		foosSynced:         fooInformer.Informer().HasSynced,
+		kubeclientset: kubeclientset,
+		fooclientset:  fooclientset,
+		deployments: cache.NewIntegerResourceVersionMutationCacheWithOptions(logger,
+			deploymentInformer.Informer().GetIndexer(), cache.MutationCacheOptions{
+				Indexer: deploymentInformer.Informer().GetIndexer(),
+				TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
+				// We create Deployments: a created one must be visible before
+				// the informer sees it, or the next sync creates it again.
+				IncludeAdds: true,
+			}),
+		deploymentsSynced: deploymentInformer.Informer().HasSynced,
+		foos: cache.NewIntegerResourceVersionMutationCacheWithOptions(logger,
+			fooInformer.Informer().GetIndexer(), cache.MutationCacheOptions{
+				Indexer: fooInformer.Informer().GetIndexer(),
+				TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
+			}),
+		foosIndexer: fooInformer.Informer().GetIndexer(),
+		foosSynced:  fooInformer.Informer().HasSynced,
 		// Retry policy: a key whose sync fails is retried after 5ms, 10ms,
 		// 20ms, ... doubling up to 1000s, and all retries together are
 		// limited to 10/s with bursts of 100 (client-go's default controller
@@ -136,10 +167,9 @@ func NewController(
 	if _, err := fooInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueFoo,
 		UpdateFunc: func(_, newObj any) { c.enqueueFoo(newObj) },
-		// A deleted Foo still gets a sync: with the Orphan policy its
-		// finalizer has been handled already, and otherwise the sync just
-		// finds it gone. Enqueueing keeps the handler simple and the queue
-		// the only place that decides.
+		// A deleted Foo still gets a sync, which finds it gone and does
+		// nothing: the handler stays trivial and the queue remains the only
+		// place where work is decided.
 		DeleteFunc: c.enqueueFoo,
 	}); err != nil {
 		return nil, fmt.Errorf("adding Foo event handler: %w", err)
@@ -147,7 +177,14 @@ func NewController(
 	if _, err := deploymentInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.handleDeployment,
 		UpdateFunc: c.handleDeploymentUpdate,
-		DeleteFunc: c.handleDeployment,
+		DeleteFunc: func(obj any) {
+			if dep, ok := obj.(*appsv1.Deployment); ok {
+				// A tombstone, so our copy of a created Deployment does
+				// not outlive the Deployment itself.
+				c.deployments.OnDelete(dep)
+			}
+			c.handleDeployment(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("adding Deployment event handler: %w", err)
 	}
@@ -164,12 +201,24 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger.Info("Starting Foo controller", "workers", workers)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.deploymentsSynced, c.foosSynced) {
 		c.workqueue.ShutDown()
-		return errors.New("informer caches did not sync before shutdown")
+		if ctx.Err() != nil {
+			return nil // asked to stop before we started: a clean exit
+		}
+		return errors.New("informer caches did not sync")
 	}
+
+	// Syncs run under their own context: it survives the start of shutdown
+	// (a sync cut off half-way would leave half a change behind) but is
+	// cancelled shutdownGracePeriod later, so a hung request cannot hold
+	// the process forever.
+	syncCtx, cancelSyncs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSyncs()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownGracePeriod, cancelSyncs) })
+	defer stopGrace()
 
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Go(func() { c.runWorker(ctx) })
+		wg.Go(func() { c.runWorker(ctx, syncCtx) })
 	}
 	logger.Info("Started workers")
 
@@ -184,14 +233,16 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 }
 
 // runWorker processes keys until the queue shuts down or ctx is cancelled.
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
+// Syncs run under syncCtx (see Run).
+func (c *Controller) runWorker(ctx, syncCtx context.Context) {
+	for c.processNextWorkItem(ctx, syncCtx) {
 	}
 }
 
-// processNextWorkItem takes one key off the queue and syncs it. It returns
-// false when the worker should stop.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
+// processNextWorkItem takes one key off the queue and syncs it under
+// syncCtx. It returns false when the worker should stop: the queue is shut
+// down or ctx, the controller's lifetime, is over.
+func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 	key, shutdown := c.workqueue.Get()
 	if shutdown {
 		return false
@@ -202,10 +253,7 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		// sync it again.
 		return false
 	}
-	// The sync runs to completion even if shutdown begins meanwhile: a
-	// cancelled request mid-sync would only leave half a change for the
-	// next process to finish.
-	err := c.syncSafely(context.WithoutCancel(ctx), key)
+	err := c.syncSafely(syncCtx, key)
 	c.handleErr(ctx, key, err)
 	return true
 }
@@ -257,15 +305,15 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	start := c.clock.Now()
 	defer func() { logger.V(4).Info("Finished syncing Foo", "duration", c.clock.Since(start)) }()
 
-	foo, err := c.foosLister.Foos(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		// Deleted: the garbage collector removes its Deployment, and with
-		// the Orphan policy the finalizer was handled before it went.
-		logger.V(4).Info("Foo no longer exists")
-		return nil
-	}
+	foo, err := c.getFoo(key)
 	if err != nil {
 		return err
+	}
+	if foo == nil {
+		// Deleted. The garbage collector removes its Deployment (with the
+		// Orphan policy, finalize removed the owner reference first).
+		logger.V(4).Info("Foo no longer exists")
+		return nil
 	}
 
 	if foo.DeletionTimestamp != nil {
@@ -277,12 +325,19 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 	obs, err := c.syncDeployment(ctx, foo)
 	if err != nil {
-		return err
+		if !isPermanent(err) {
+			return err
+		}
+		// The API server refused the Deployment itself (quota, admission
+		// policy, ...): the user must see why, on the Foo. The error is
+		// still returned, so the apply is retried with backoff.
+		obs.ApplyError = err
+		return errors.Join(err, c.syncStatus(ctx, foo, obs))
 	}
 	// Delete Deployments left from an earlier spec.deploymentName only once
-	// the current one is ours: while the new name is blocked, the old
-	// Deployment keeps serving.
-	if !obs.Conflict {
+	// the current one is ours and in place: while the new name is blocked,
+	// the old Deployment keeps serving.
+	if !obs.Conflict && !obs.Waiting {
 		if err := c.pruneDeployments(ctx, foo); err != nil {
 			return err
 		}
@@ -294,12 +349,15 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 // declared shape, unless that name belongs to someone else.
 func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (reconcile.Observation, error) {
 	logger := klog.FromContext(ctx)
-	dep, err := c.deploymentsLister.Deployments(foo.Namespace).Get(foo.Spec.DeploymentName)
-	if apierrors.IsNotFound(err) {
+	dep, err := c.getDeployment(foo.Namespace, foo.Spec.DeploymentName)
+	if err != nil {
+		return reconcile.Observation{}, err
+	}
+	if dep == nil {
 		// Apply creates it. If the cache is behind and a foreign Deployment
 		// of this name was just created, the apply fails instead of taking
-		// it over: it would change its immutable selector and add a second
-		// controller reference, both of which the API server rejects.
+		// it over: it would have to change that Deployment's selector,
+		// which is immutable.
 		created, err := c.applyDeployment(ctx, foo)
 		if err != nil {
 			return reconcile.Observation{}, err
@@ -309,17 +367,19 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 			"Created Deployment %s with %d replicas", created.Name, reconcile.Replicas(foo))
 		return reconcile.Observation{Deployment: created}, nil
 	}
-	if err != nil {
-		return reconcile.Observation{}, err
-	}
 
 	ownership := reconcile.Classify(dep, foo)
-	if ownership == reconcile.Foreign {
-		logger.V(2).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
-		if readyReason(foo) != samplev1alpha1.ReasonDeploymentConflict {
-			c.recorder.Eventf(foo, dep, corev1.EventTypeWarning, samplev1alpha1.ReasonDeploymentConflict, "ClaimDeployment",
-				"Deployment %s already exists and is not controlled by this Foo", dep.Name)
-		}
+	switch {
+	case ownership == reconcile.Superseded || dep.DeletionTimestamp != nil:
+		// Going away (its deletion event brings the Foo back to create it
+		// anew). Never adopt or update an object that is being deleted.
+		logger.V(4).Info("Waiting for the old Deployment to be deleted", "deployment", klog.KObj(dep))
+		return reconcile.Observation{Deployment: dep, Waiting: true}, nil
+	case ownership == reconcile.Foreign:
+		// Reported through the Ready condition (and a Warning when that
+		// condition begins, in syncStatus); nothing to retry: the name
+		// index brings the Foo back when that Deployment changes or goes.
+		logger.V(4).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
 		return reconcile.Observation{Deployment: dep, Conflict: true}, nil
 	}
 
@@ -330,6 +390,18 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	updated, err := c.applyDeployment(ctx, foo)
 	if err != nil {
 		return reconcile.Observation{}, err
+	}
+	// Report only what the apply really fixed: a field that still differs
+	// in the API server's answer is being set back by something else (a
+	// mutating admission webhook, say), and an Event per sync for it would
+	// be noise.
+	if still := reconcile.Drift(foo, updated); len(still) > 0 {
+		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
+			"deployment", klog.KObj(updated), "fields", still)
+		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
+		if len(drift) == 0 {
+			return reconcile.Observation{Deployment: updated}, nil
+		}
 	}
 	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
 	switch {
@@ -350,20 +422,25 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 // takes back fields another manager changed (that is the drift we correct);
 // fields we do not declare keep their other owners.
 func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
-	return c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, reconcile.DesiredDeployment(foo),
+	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, reconcile.DesiredDeployment(foo),
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
+	}
+	c.deployments.Mutation(dep)
+	return dep, nil
 }
 
 // pruneDeployments deletes the Deployments foo controls under a name it no
 // longer declares (after spec.deploymentName changed).
 func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
-	objs, err := c.deploymentsIndexer.ByIndex(deploymentByFooUID, string(foo.UID))
+	objs, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}
 	for _, obj := range objs {
 		dep := obj.(*appsv1.Deployment)
-		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil {
+		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !reconcile.IsControlledBy(dep, foo.UID) {
 			continue
 		}
 		// The UID precondition makes sure we delete exactly the object we
@@ -385,19 +462,52 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 }
 
 // syncStatus writes foo's status through the status subresource, and only if
-// it changed: an unchanged Foo costs no request.
+// it changed: an unchanged Foo costs no request. When the Ready condition
+// turns to a problem the user must act on, it records one Warning Event —
+// after the write, so a failed write (retried) cannot repeat the Event.
 func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs reconcile.Observation) error {
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
 	want := reconcile.Status(foo, obs, now)
 	if reconcile.StatusEqual(foo.Status, want) {
 		return nil
 	}
-	_, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
+	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
 		reconcile.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; nothing left to report on
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	c.foos.Mutation(updated)
+
+	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	if warningReasons[after.Reason] && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
+		var related runtime.Object
+		if obs.Deployment != nil {
+			related = obs.Deployment
+		}
+		c.recorder.Eventf(foo, related, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	}
+	return nil
+}
+
+// warningReasons are the Ready reasons that need the user: each gets a
+// Warning Event when it begins (or its message changes), never per sync.
+var warningReasons = map[string]bool{
+	samplev1alpha1.ReasonDeploymentConflict:       true,
+	samplev1alpha1.ReasonDeploymentApplyFailed:    true,
+	samplev1alpha1.ReasonProgressDeadlineExceeded: true,
+}
+
+// isPermanent reports whether an error from applying the Deployment is the
+// API server refusing that object (it will not change by itself), as
+// opposed to a failure of the request (timeouts, unavailability, throttling,
+// conflicts).
+func isPermanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // syncFinalizer adds the orphan finalizer to a Foo whose deletionPolicy is
@@ -416,6 +526,7 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo)
 	if err != nil {
 		return nil, fmt.Errorf("updating finalizers: %w", err)
 	}
+	c.foos.Mutation(updated)
 	klog.FromContext(ctx).V(2).Info("Updated finalizers", "finalizers", updated.Finalizers)
 	return updated, nil
 }
@@ -456,7 +567,7 @@ func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) erro
 // It lists them from the API server rather than the cache: a Deployment
 // created moments ago may not be in the cache yet, and missing it here would
 // let the garbage collector delete what the user asked to keep. This is the
-// controller's only List call, made once per Orphan deletion.
+// controller's only List call, made only while an Orphan Foo is terminating.
 func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
 	list, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(reconcile.SelectorLabels(foo)).String(),
@@ -470,7 +581,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 	for i := range list.Items {
 		deps[list.Items[i].Name] = &list.Items[i]
 	}
-	cached, err := c.deploymentsIndexer.ByIndex(deploymentByFooUID, string(foo.UID))
+	cached, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}
@@ -487,7 +598,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		if !needed {
 			continue
 		}
-		_, err = c.kubeclientset.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.JSONPatchType, patch,
+		patched, err := c.kubeclientset.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.JSONPatchType, patch,
 			metav1.PatchOptions{FieldManager: controllerName})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -495,6 +606,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		if err != nil {
 			return fmt.Errorf("removing owner reference from Deployment %s: %w", dep.Name, err)
 		}
+		c.deployments.Mutation(patched)
 		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
 		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
 			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)
@@ -531,8 +643,8 @@ func (c *Controller) handleDeployment(obj any) {
 		}
 	}
 	if ref := reconcile.ControllerFoo(dep); ref != nil {
-		foo, err := c.foosLister.Foos(dep.Namespace).Get(ref.Name)
-		if err == nil && foo.UID == ref.UID {
+		foo, err := c.getFoo(cache.ObjectName{Namespace: dep.Namespace, Name: ref.Name})
+		if err == nil && foo != nil && foo.UID == ref.UID {
 			c.workqueue.Add(cache.MetaObjectToName(foo))
 		}
 	}
@@ -589,11 +701,24 @@ func equalControllerRef(a, b *appsv1.Deployment) bool {
 	return ra.UID == rb.UID
 }
 
-func readyReason(foo *samplev1alpha1.Foo) string {
-	if c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady); c != nil {
-		return c.Reason
+// getFoo returns the cached Foo (nil if there is none). The object is
+// shared with the cache: never modify it.
+func (c *Controller) getFoo(key cache.ObjectName) (*samplev1alpha1.Foo, error) {
+	obj, exists, err := c.foos.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, err
 	}
-	return ""
+	return obj.(*samplev1alpha1.Foo), nil
+}
+
+// getDeployment returns the cached Deployment (nil if there is none). The
+// object is shared with the cache: never modify it.
+func (c *Controller) getDeployment(namespace, name string) (*appsv1.Deployment, error) {
+	obj, exists, err := c.deployments.GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
+	if err != nil || !exists {
+		return nil, err
+	}
+	return obj.(*appsv1.Deployment), nil
 }
 
 func replicasOf(dep *appsv1.Deployment) int32 {

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +44,9 @@ type fixture struct {
 	kubeclient *k8sfake.Clientset
 	client     *fake.Clientset
 	recorder   *events.FakeRecorder
+	// ordered is every action sent to either fake API, in order, for
+	// assertions about the order of requests across the two.
+	ordered []string
 
 	// Objects in the informer caches.
 	foos        []*samplev1alpha1.Foo
@@ -74,18 +79,39 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	f.client = fake.NewClientset(f.objects...)
 	f.kubeclient = k8sfake.NewClientset(f.kubeobjects...)
 	f.recorder = events.NewFakeRecorder(100)
+	f.ordered = nil
+	record := func(a core.Action) (bool, runtime.Object, error) {
+		f.ordered = append(f.ordered, describe(a))
+		return false, nil, nil
+	}
+	f.kubeclient.PrependReactor("*", "*", record)
 	// The generated fake has no OpenAPI schema for Foo, so its object
-	// tracker cannot perform a server-side apply. The apply is recorded like
-	// any action and answered with the stored Foo; that the real API server
-	// applies it is shown by the integration tests.
+	// tracker cannot perform a server-side apply. This reactor does what the
+	// API server does with our status apply, as far as these tests need:
+	// check the resourceVersion precondition, replace the status, bump the
+	// resourceVersion. The integration tests show the real thing.
 	f.client.PrependReactor("patch", "foos", func(a core.Action) (bool, runtime.Object, error) {
 		p := a.(core.PatchAction)
 		if p.GetPatchType() != types.ApplyPatchType {
 			return false, nil, nil
 		}
 		obj, err := f.client.Tracker().Get(a.GetResource(), a.GetNamespace(), p.GetName())
-		return true, obj, err
+		if err != nil {
+			return true, nil, err
+		}
+		stored := obj.(*samplev1alpha1.Foo).DeepCopy()
+		var applied samplev1alpha1.Foo
+		if err := json.Unmarshal(p.GetPatch(), &applied); err != nil {
+			return true, nil, err
+		}
+		if applied.ResourceVersion != "" && applied.ResourceVersion != stored.ResourceVersion {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), stored.Name, errors.New("stale resourceVersion"))
+		}
+		stored.Status = applied.Status
+		stored.ResourceVersion = bumpRV(stored.ResourceVersion)
+		return true, stored, f.client.Tracker().Update(a.GetResource(), stored, stored.Namespace)
 	})
+	f.client.PrependReactor("*", "*", record)
 
 	i := informers.NewSharedInformerFactory(f.client, 0)
 	k8sI := kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
@@ -110,13 +136,34 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 }
 
 // sync runs syncHandler once for the key and returns its error together
-// with the actions sent to each fake API and the events recorded.
+// with the actions sent to each fake API and the events recorded. It also
+// fails the test if the sync modified any object in the informer caches.
 func (f *fixture) sync(key cache.ObjectName) (kubeActions, fooActions []core.Action, evts []string, err error) {
 	f.t.Helper()
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
+	before := f.snapshotCaches()
 	err = c.syncHandler(ctx, key)
+	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
+		f.t.Errorf("the sync modified objects in the informer cache")
+	}
 	return f.kubeclient.Actions(), f.client.Actions(), drainEvents(f.recorder), err
+}
+
+func (f *fixture) snapshotCaches() []runtime.Object {
+	var out []runtime.Object
+	for _, foo := range f.foos {
+		out = append(out, foo.DeepCopy())
+	}
+	for _, d := range f.deployments {
+		out = append(out, d.DeepCopy())
+	}
+	return out
+}
+
+func bumpRV(rv string) string {
+	n, _ := strconv.Atoi(rv)
+	return strconv.Itoa(n + 1)
 }
 
 func drainEvents(r *events.FakeRecorder) []string {
@@ -428,9 +475,10 @@ func TestSyncCorrectsDrift(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
-			// The apply's answer is the put-back Deployment, fully rolled
-			// out in this fixture, so the status is unchanged: no write.
-			assertActions(t, "foo", foos, nil)
+			// (Whether status is written then depends on the generation the
+			// API server gives the put-back Deployment: the status tests
+			// cover that.)
+			_ = foos
 			assertEvents(t, evts, tc.wantEvent)
 			d := appliedDeployment(t, kube)
 			if len(reconcile.Drift(foo, d)) != 0 {
@@ -438,6 +486,27 @@ func TestSyncCorrectsDrift(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
+	// A mutating webhook pins the image: our apply "succeeds" but the
+	// answer still carries the other image. That is not a change worth an
+	// Event (it would be one per sync).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Image = "nginx@sha256:0123"
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, dep.DeepCopy(), nil
+	})
+	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder))
 }
 
 func TestSyncScaledFooScalesDeployment(t *testing.T) {
@@ -501,8 +570,8 @@ func TestSyncDoesNotPruneOthersDeployments(t *testing.T) {
 }
 
 func TestSyncConflict(t *testing.T) {
-	foreignFoo := newFoo("a", 1)
-	foreignFoo.UID = "previous-incarnation-uid"
+	foreignFoo := newFoo("b", 1)
+	foreignFoo.Spec.DeploymentName = "a-deploy"
 	otherGroupOwner := foreignDeployment("a-deploy")
 	otherGroupOwner.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: "a-uid", Controller: ptr.To(true),
@@ -512,7 +581,7 @@ func TestSyncConflict(t *testing.T) {
 		dep  *appsv1.Deployment
 	}{
 		{"unowned Deployment", foreignDeployment("a-deploy")},
-		{"controlled by a Foo of the same name with another UID", ownedDeployment(foreignFoo)},
+		{"controlled by another Foo", ownedDeployment(foreignFoo)},
 		{"controlled by a Foo kind of another API group", otherGroupOwner},
 	}
 	for _, tc := range tests {
@@ -651,9 +720,12 @@ func TestSyncOrphanDeletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Order matters: the owner reference goes first, the finalizer last.
 	assertActions(t, "kube", kube, []string{"list deployments", "patch deployments a-deploy " + jsonPatch})
 	assertActions(t, "foo", foos, []string{"patch foos a " + mergePatch})
+	// Order matters: the owner reference goes first, the finalizer last.
+	if want := []string{"list deployments", "patch deployments a-deploy " + jsonPatch, "patch foos a " + mergePatch}; strings.Join(f.ordered, "|") != strings.Join(want, "|") {
+		t.Errorf("request order: got %q, want %q", f.ordered, want)
+	}
 	assertEvents(t, evts, "Normal Orphaned")
 	if !strings.Contains(string(kube[1].(core.PatchAction).GetPatch()), `"op":"test"`) {
 		t.Errorf("owner reference removal must be guarded by a test op: %s", kube[1].(core.PatchAction).GetPatch())
@@ -738,7 +810,7 @@ func TestSyncTransientErrors(t *testing.T) {
 			}
 			// Through the worker: the key is retried with backoff.
 			c.workqueue.Add(keyOf(foo))
-			if !c.processNextWorkItem(ctx) {
+			if !c.processNextWorkItem(ctx, ctx) {
 				t.Fatal("worker stopped")
 			}
 			if n := c.workqueue.NumRequeues(keyOf(foo)); n != 1 {
@@ -746,6 +818,120 @@ func TestSyncTransientErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSyncStaleFooConflictIsRetried(t *testing.T) {
+	// The cached Foo is older than the stored one: the finalizer patch,
+	// preconditioned on the cached resourceVersion, gets a 409 and the key
+	// goes back to the queue with backoff.
+	foo := newFoo("a", 1)
+	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.client.PrependReactor("patch", "foos", func(a core.Action) (bool, runtime.Object, error) {
+		if a.(core.PatchAction).GetPatchType() == types.MergePatchType {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: samplev1alpha1.GroupName, Resource: "foos"}, "a", errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	if err := c.syncHandler(ctx, keyOf(foo)); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict, got %v", err)
+	}
+	c.workqueue.Add(keyOf(foo))
+	c.processNextWorkItem(ctx, ctx)
+	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 1 {
+		t.Errorf("requeues: got %d, want 1", n)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil) // nothing done past the failed step
+}
+
+func TestSyncReadsItsOwnWrites(t *testing.T) {
+	// Right after a sync created the Deployment and wrote status, the
+	// informers have not seen either write yet. A second sync of the same
+	// key (say, prompted by the Deployment's watch event racing the
+	// Foo's) must not create it again, write status again or repeat the
+	// Event.
+	foo := newFoo("a", 2)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(drainEvents(f.recorder)); n != 1 {
+		t.Fatalf("first sync: %d events, want 1", n)
+	}
+	f.kubeclient.ClearActions()
+	f.client.ClearActions()
+	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
+	recreated := newFoo("a", 1)
+	predecessor := recreated.DeepCopy()
+	predecessor.UID = "a-previous-uid"
+	terminating := ownedDeployment(recreated)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
+	terminating.Finalizers = []string{"foregroundDeletion"}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+	}{
+		{"left by a deleted Foo of the same name", ownedDeployment(predecessor)},
+		{"being deleted", terminating},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := recreated.DeepCopy()
+			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
+			kube, foos, evts, err := f.sync(keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", kube, nil) // neither adopted nor updated
+			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+			assertEvents(t, evts) // no Warning: it resolves by itself
+			if c := readyOf(t, appliedStatus(t, foos)); c.Reason != samplev1alpha1.ReasonProgressing {
+				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
+			}
+		})
+	}
+}
+
+func TestSyncReportsRefusedDeployment(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a-deploy",
+		errors.New("exceeded quota: compute, requested: pods=1, used: pods=10, limited: pods=10"))
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	err := c.syncHandler(ctx, keyOf(foo))
+	if !errors.Is(err, refusal) {
+		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
+	}
+	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+	ready := readyOf(t, appliedStatus(t, f.client.Actions()))
+	if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "exceeded quota") {
+		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Warning DeploymentApplyFailed")
+
+	// The retry meets the same refusal: no second Event, no second write.
+	f.client.ClearActions()
+	if err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+		t.Fatal(err)
+	}
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
 }
 
 func TestWorkerRecoversPanic(t *testing.T) {
@@ -757,7 +943,7 @@ func TestWorkerRecoversPanic(t *testing.T) {
 		panic("boom")
 	})
 	c.workqueue.Add(keyOf(foo))
-	if !c.processNextWorkItem(ctx) {
+	if !c.processNextWorkItem(ctx, ctx) {
 		t.Fatal("worker stopped after a panic")
 	}
 	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 1 {
@@ -775,7 +961,7 @@ func TestSuccessfulSyncResetsBackoff(t *testing.T) {
 	c.workqueue.AddRateLimited(keyOf(foo))
 	c.workqueue.AddRateLimited(keyOf(foo))
 	c.workqueue.Add(keyOf(foo))
-	c.processNextWorkItem(ctx)
+	c.processNextWorkItem(ctx, ctx)
 	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 0 {
 		t.Errorf("requeues after success: got %d, want 0", n)
 	}
@@ -789,7 +975,7 @@ func TestWorkerTakesNoNewKeyAfterShutdownStarts(t *testing.T) {
 	c.workqueue.Add(keyOf(foo))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if c.processNextWorkItem(cctx) {
+	if c.processNextWorkItem(cctx, ctx) {
 		t.Error("worker went on after shutdown began")
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
@@ -805,6 +991,8 @@ func TestHandlersEnqueueTheRightFoos(t *testing.T) {
 	staleOwned := ownedDeployment(recreated)
 	staleOwned.Name = "c-old-name"
 	recreated.UID = "c-new-uid" // same name, new incarnation
+	leftover := ownedDeployment(a)
+	leftover.Name = "a-old-name"
 	otherGroup := foreignDeployment("x")
 	otherGroup.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: a.UID, Controller: ptr.To(true),
@@ -816,6 +1004,7 @@ func TestHandlersEnqueueTheRightFoos(t *testing.T) {
 		want []string
 	}{
 		{"owned Deployment", ownedDeployment(a), []string{"default/a"}},
+		{"owned Deployment under an old name (found by owner, not by name)", leftover, []string{"default/a"}},
 		{"foreign Deployment with a wanted name", foreignDeployment("shared-name"), []string{"default/b"}},
 		{"unrelated Deployment", foreignDeployment("unrelated"), nil},
 		{"Deployment of a previous Foo incarnation", staleOwned, nil},
@@ -839,6 +1028,7 @@ func TestDeploymentUpdateHandler(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	dep := ownedDeployment(a)
+	dep.Name = "a-old-name" // so only the owner reference can lead to the Foo
 
 	// Resync: same resourceVersion, nothing new.
 	c.handleDeploymentUpdate(dep, dep.DeepCopy())

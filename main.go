@@ -1,6 +1,6 @@
 // Command foo-controller keeps a Deployment in the shape each Foo
 // (samplecontroller.example.com/v1alpha1) declares and reports its state on
-// the Foo. See README.md and docs/.
+// the Foo. See README.md.
 package main
 
 import (
@@ -21,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
@@ -63,8 +64,8 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("foo-controller", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	var o options
-	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"),
-		"Path to a kubeconfig (default $KUBECONFIG). With neither -kubeconfig nor -master, the in-cluster config is used.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
+		"Path to a kubeconfig. Default: $KUBECONFIG if set (a list, as for kubectl), else the in-cluster config.")
 	fs.StringVar(&o.master, "master", "", "Address of the Kubernetes API server; overrides the kubeconfig's server.")
 	fs.StringVar(&o.namespace, "namespace", metav1.NamespaceAll, "Watch only this namespace (default: all namespaces).")
 	fs.IntVar(&o.workers, "workers", 4, "Number of Foos synced in parallel.")
@@ -131,7 +132,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("building Foo client: %w", err)
 	}
-	if err := checkAPI(cfg); err != nil {
+	if err := checkAPI(ctx, cfg, o.namespace); err != nil {
 		return err
 	}
 
@@ -151,7 +152,8 @@ func run(ctx context.Context, o options) error {
 		fooinformers.WithNamespace(o.namespace))
 
 	// Events are sent by their own goroutine; keep it running until the
-	// workers have finished, so the Events of the last syncs are not lost.
+	// workers have finished, so that the last syncs' Events have a chance
+	// to go out (best effort: an Event still queued at exit is dropped).
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEvents()
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
@@ -182,38 +184,61 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// clientConfig builds the REST config from -kubeconfig/-master, or from the
-// in-cluster service account when neither is set.
+// clientConfig builds the REST config: from -kubeconfig, else from
+// $KUBECONFIG (kubectl's loading rules), else from the in-cluster service
+// account; -master overrides the server address.
 func clientConfig(o options) (*rest.Config, error) {
-	if o.kubeconfig == "" && o.master == "" {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	if o.kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" && o.master == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("no -kubeconfig, -master or $KUBECONFIG given, and not running in a cluster: %w", err)
 		}
 		return cfg, nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags(o.master, o.kubeconfig)
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{ClusterInfo: clientcmdapi.Cluster{Server: o.master}}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %q: %w", o.kubeconfig, err)
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return cfg, nil
 }
 
 // checkAPI fails fast, with one clear message, when the API server cannot be
-// reached or the Foo CRD is not installed: otherwise the informers would
-// retry forever and the process would look healthy while doing nothing.
-func checkAPI(cfg *rest.Config) error {
+// reached, the Foo CRD is not installed, or we may not list what we watch:
+// otherwise the informers would retry forever and the process would look
+// healthy while doing nothing.
+func checkAPI(ctx context.Context, cfg *rest.Config, namespace string) error {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = 15 * time.Second
 	kc, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		return err
 	}
+	if err := checkServesFoos(kc, cfg.Host); err != nil {
+		return err
+	}
+	fc, err := clientset.NewForConfig(c)
+	if err != nil {
+		return err
+	}
+	one := metav1.ListOptions{Limit: 1}
+	if _, err := fc.SamplecontrollerV1alpha1().Foos(namespace).List(ctx, one); err != nil {
+		return fmt.Errorf("cannot list foos (does the controller's identity have RBAC permission to list and watch them?): %w", err)
+	}
+	if _, err := kc.AppsV1().Deployments(namespace).List(ctx, one); err != nil {
+		return fmt.Errorf("cannot list deployments (does the controller's identity have RBAC permission to list and watch them?): %w", err)
+	}
+	return nil
+}
+
+func checkServesFoos(kc kubernetes.Interface, host string) error {
 	gv := samplev1alpha1.GroupVersion.String()
 	resources, err := kc.Discovery().ServerResourcesForGroupVersion(gv)
 	if err != nil {
 		if _, verr := kc.Discovery().ServerVersion(); verr != nil {
-			return fmt.Errorf("cannot reach the API server at %s: %w", cfg.Host, verr)
+			return fmt.Errorf("cannot reach the API server at %s: %w", host, verr)
 		}
 		return fmt.Errorf("API %s is not served (is the CRD installed? kubectl apply -f artifacts/examples/crd.yaml): %w", gv, err)
 	}

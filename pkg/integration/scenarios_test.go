@@ -246,8 +246,23 @@ func TestDeletionPolicies(t *testing.T) {
 	orphan := newFoo("orphan", "kept", 1)
 	orphan.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
 	s.createFoo(orphan)
+	changedMind := newFoo("changed-mind", "changed-mind", 1)
+	changedMind.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	s.createFoo(changedMind)
 	s.waitConverged("deleted", time.Minute)
 	s.waitConverged("orphan", time.Minute)
+	s.waitConverged("changed-mind", time.Minute)
+
+	// Orphan, then back to Delete: the finalizer goes again.
+	s.eventually(time.Minute, "the orphan finalizer on changed-mind", func() (bool, string) {
+		f, err := s.getFoo("changed-mind")
+		return err == nil && len(f.Finalizers) == 1, fmt.Sprintf("%v %v", err, f)
+	})
+	s.updateFoo("changed-mind", func(f *samplev1alpha1.Foo) { f.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyDelete })
+	s.eventually(time.Minute, "the finalizer to be removed from changed-mind", func() (bool, string) {
+		f, err := s.getFoo("changed-mind")
+		return err == nil && len(f.Finalizers) == 0, fmt.Sprintf("%v %v", err, f)
+	})
 
 	foo, err := s.getFoo("orphan")
 	if err != nil {
@@ -264,12 +279,12 @@ func TestDeletionPolicies(t *testing.T) {
 		t.Errorf("a Delete Foo needs no finalizer: %v", deletedFoo.Finalizers)
 	}
 
-	for _, name := range []string{"deleted", "orphan"} {
+	for _, name := range []string{"deleted", "orphan", "changed-mind"} {
 		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.eventually(time.Minute, "both Foos to be gone", func() (bool, string) {
+	s.eventually(time.Minute, "the Foos to be gone", func() (bool, string) {
 		list, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -278,6 +293,10 @@ func TestDeletionPolicies(t *testing.T) {
 	})
 	s.eventually(time.Minute, "the Delete Foo's Deployment to be garbage-collected", func() (bool, string) {
 		_, err := s.getDeployment("deleted")
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	s.eventually(time.Minute, "changed-mind's Deployment to be garbage-collected", func() (bool, string) {
+		_, err := s.getDeployment("changed-mind")
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
 	kept, err := s.getDeployment("kept")
@@ -453,5 +472,39 @@ func TestRestartMidway(t *testing.T) {
 	}
 	if len(all.Items) != n || len(perFoo) != n {
 		t.Errorf("%d Deployments for %d Foos (%d with a Deployment)", len(all.Items), n, len(perFoo))
+	}
+}
+
+func TestRecreateUnderTheSameName(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	first := s.createFoo(newFoo("web", "web", 1))
+	s.waitConverged("web", time.Minute)
+
+	// Delete and recreate at once: the old Deployment, controlled by the
+	// deleted Foo, is still there until the garbage collector removes it.
+	if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(time.Minute, "the first Foo to be gone", func() (bool, string) {
+		_, err := s.getFoo("web")
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	second := s.createFoo(newFoo("web", "web", 2))
+	start := time.Now()
+	s.waitConverged("web", 2*time.Minute)
+	t.Logf("the recreated Foo converged in %v", time.Since(start).Round(time.Millisecond))
+
+	dep, err := s.getDeployment("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reconcile.IsControlledBy(dep, second.UID) || reconcile.IsControlledBy(dep, first.UID) {
+		t.Errorf("the Deployment must be the new Foo's: %+v", dep.OwnerReferences)
+	}
+	// Waiting for the garbage collector is not a conflict.
+	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentConflict] != 0 {
+		t.Errorf("events: %v: a recreated Foo must not report a conflict with its predecessor's Deployment", ev)
 	}
 }

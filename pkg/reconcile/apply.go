@@ -13,9 +13,11 @@ import (
 var ownedConditions = []string{samplev1alpha1.ConditionReady}
 
 // StatusApply is the server-side apply configuration of foo's status
-// subresource for st. Server-side apply (rather than an Update of a copy of
-// the cached object) needs no resourceVersion, so a status write never fails
-// on a conflict just because the informer cache lags the Foo by one write.
+// subresource for st. Server-side apply sends only the fields we own, never
+// a stale copy of the rest of the object. It carries foo's resourceVersion
+// as a precondition: a status computed from an older Foo — in the worst case
+// from a deleted predecessor of the same name — is refused with a conflict
+// rather than written over the newer one.
 func StatusApply(foo *samplev1alpha1.Foo, st samplev1alpha1.FooStatus) *applyv1alpha1.FooApplyConfiguration {
 	status := applyv1alpha1.FooStatus().
 		WithObservedGeneration(st.ObservedGeneration).
@@ -35,7 +37,7 @@ func StatusApply(foo *samplev1alpha1.Foo, st samplev1alpha1.FooStatus) *applyv1a
 			WithReason(c.Reason).
 			WithMessage(c.Message))
 	}
-	return applyv1alpha1.Foo(foo.Name, foo.Namespace).WithStatus(status)
+	return applyv1alpha1.Foo(foo.Name, foo.Namespace).WithResourceVersion(foo.ResourceVersion).WithStatus(status)
 }
 
 func isOwnedCondition(t string) bool {

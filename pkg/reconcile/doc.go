@@ -4,6 +4,6 @@
 //
 // Nothing here talks to the API server or reads a cache: every function is a
 // plain function of its arguments, so each decision is tested alone with
-// table tests and fuzzed for panics and determinism. The controller at the
-// repository root turns these decisions into API requests.
+// table tests. The controller at the repository root turns these decisions
+// into API requests.
 package reconcile

@@ -25,6 +25,10 @@ const (
 	// Orphaned: created for this Foo (it carries the Foo's UID label) but its
 	// owner reference has been removed; the controller adopts it back.
 	Orphaned
+	// Superseded: controlled by an earlier Foo of the same name, deleted and
+	// since recreated. The garbage collector is about to delete it; the new
+	// Foo waits instead of reporting a conflict.
+	Superseded
 )
 
 func (o Ownership) String() string {
@@ -33,6 +37,8 @@ func (o Ownership) String() string {
 		return "Owned"
 	case Orphaned:
 		return "Orphaned"
+	case Superseded:
+		return "Superseded"
 	default:
 		return "Foreign"
 	}
@@ -65,6 +71,11 @@ func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
 func Classify(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) Ownership {
 	if IsControlledBy(dep, foo.UID) {
 		return Owned
+	}
+	// Names are unique per namespace, so a controlling Foo of this name
+	// with another UID no longer exists.
+	if ref := ControllerFoo(dep); ref != nil && ref.Name == foo.Name {
+		return Superseded
 	}
 	// Adopt only what we provably created: the UID label, and the selector
 	// we would have written (a selector is immutable, so a Deployment with

@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,8 +62,13 @@ func TestControllerFooAndClassify(t *testing.T) {
 		want   Ownership
 	}{
 		{"controlled by the Foo", func(*appsv1.Deployment) {}, Owned},
-		{"controlled by a same-named Foo with another UID", func(d *appsv1.Deployment) {
+		{"controlled by a deleted predecessor of the same name", func(d *appsv1.Deployment) {
 			d.OwnerReferences = []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1alpha1", "Foo", "older-uid")}
+		}, Superseded},
+		{"controlled by another Foo", func(d *appsv1.Deployment) {
+			ref := controllerRef("samplecontroller.example.com/v1alpha1", "Foo", "other-uid")
+			ref.Name = "b"
+			d.OwnerReferences = []metav1.OwnerReference{ref}
 		}, Foreign},
 		{"controlled by a Foo of another group", func(d *appsv1.Deployment) {
 			d.OwnerReferences = []metav1.OwnerReference{controllerRef("other.example.com/v1alpha1", "Foo", foo.UID)}
@@ -205,6 +212,11 @@ func TestReadyCondition(t *testing.T) {
 		{"conflict", func() *appsv1.Deployment { return rolledOut(foo) }, true,
 			want{metav1.ConditionFalse, samplev1alpha1.ReasonDeploymentConflict}},
 		{"no Deployment", func() *appsv1.Deployment { return nil }, false, progressing},
+		{"old Deployment going away", func() *appsv1.Deployment {
+			d := rolledOut(foo)
+			d.DeletionTimestamp = &metav1.Time{}
+			return d
+		}, false, progressing},
 		{"generation not observed", func() *appsv1.Deployment {
 			d := rolledOut(foo)
 			d.Generation = 2
@@ -238,11 +250,19 @@ func TestReadyCondition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := ReadyCondition(foo, Observation{Deployment: tc.dep(), Conflict: tc.conflict})
+			dep := tc.dep()
+			waiting := dep != nil && dep.DeletionTimestamp != nil
+			c := ReadyCondition(foo, Observation{Deployment: dep, Conflict: tc.conflict, Waiting: waiting})
 			if c.Type != samplev1alpha1.ConditionReady || c.Status != tc.want.status || c.Reason != tc.want.reason || c.Message == "" {
 				t.Errorf("got %s %s/%s %q, want %s/%s", c.Type, c.Status, c.Reason, c.Message, tc.want.status, tc.want.reason)
 			}
 		})
+	}
+
+	failed := ReadyCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
+	if failed.Status != metav1.ConditionFalse || failed.Reason != samplev1alpha1.ReasonDeploymentApplyFailed ||
+		!strings.Contains(failed.Message, "exceeded quota") {
+		t.Errorf("apply failure: %+v", failed)
 	}
 
 	zero := testFoo()
@@ -306,6 +326,15 @@ func TestStatus(t *testing.T) {
 	apply := StatusApply(foo, st4)
 	if len(apply.Status.Conditions) != 1 || *apply.Status.Conditions[0].Type != samplev1alpha1.ConditionReady {
 		t.Errorf("status apply must carry only the conditions we own: %+v", apply.Status.Conditions)
+	}
+	if apply.ResourceVersion == nil || *apply.ResourceVersion != foo.ResourceVersion {
+		t.Errorf("status apply must be preconditioned on the Foo's resourceVersion: %v", apply.ResourceVersion)
+	}
+
+	// Waiting for an old Deployment: no counts of it are reported.
+	waiting := Status(foo, Observation{Deployment: dep, Waiting: true}, t1)
+	if waiting.Replicas != 0 || waiting.Conditions[0].Reason != samplev1alpha1.ReasonProgressing {
+		t.Errorf("waiting: %+v", waiting)
 	}
 }
 

@@ -20,6 +20,12 @@ type Observation struct {
 	// Conflict is set when a Deployment of the wanted name exists and is
 	// not the Foo's; Deployment is then that foreign object.
 	Conflict bool
+	// Waiting is set when the Deployment of the wanted name is going away
+	// (being deleted, or left by a deleted predecessor of this Foo for the
+	// garbage collector); the controller recreates it once it is gone.
+	Waiting bool
+	// ApplyError is the API server's refusal of the Deployment, if any.
+	ApplyError error
 }
 
 // Status computes the status foo should have. It starts from foo's current
@@ -33,7 +39,7 @@ func Status(foo *samplev1alpha1.Foo, obs Observation, now metav1.Time) samplev1a
 		Selector:           labels.SelectorFromSet(SelectorLabels(foo)).String(),
 		Conditions:         cloneConditions(foo.Status.Conditions),
 	}
-	if dep := obs.Deployment; dep != nil && !obs.Conflict {
+	if dep := obs.Deployment; dep != nil && !obs.Conflict && !obs.Waiting {
 		st.Replicas = dep.Status.Replicas
 		st.AvailableReplicas = dep.Status.AvailableReplicas
 		st.ReadyReplicas = dep.Status.ReadyReplicas
@@ -54,12 +60,18 @@ func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
 	dep := obs.Deployment
 	want := Replicas(foo)
 	switch {
+	case obs.ApplyError != nil:
+		c.Reason = samplev1alpha1.ReasonDeploymentApplyFailed
+		c.Message = fmt.Sprintf("Deployment %q could not be applied: %v", foo.Spec.DeploymentName, obs.ApplyError)
 	case obs.Conflict:
 		c.Reason = samplev1alpha1.ReasonDeploymentConflict
 		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.DeploymentName)
 	case dep == nil:
 		c.Reason = samplev1alpha1.ReasonProgressing
 		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.DeploymentName)
+	case obs.Waiting:
+		c.Reason = samplev1alpha1.ReasonProgressing
+		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", dep.Name)
 	case dep.Status.ObservedGeneration < dep.Generation:
 		c.Reason = samplev1alpha1.ReasonProgressing
 		c.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d of Deployment %q", dep.Generation, dep.Name)

@@ -139,6 +139,10 @@ const (
 	// ReasonDeploymentConflict: a Deployment of that name exists and is not
 	// controlled by this Foo; the controller leaves it alone.
 	ReasonDeploymentConflict = "DeploymentConflict"
+	// ReasonDeploymentApplyFailed: the API server refused the Deployment
+	// (for example a quota or an admission policy); the message says why.
+	// The controller keeps retrying with backoff.
+	ReasonDeploymentApplyFailed = "DeploymentApplyFailed"
 )
 
 // OrphanFinalizer is held on a Foo whose deletionPolicy is Orphan, so the
