@@ -29,6 +29,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/reconcile"
 )
 
@@ -253,9 +254,32 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 		// sync it again.
 		return false
 	}
+	start := time.Now()
 	err := c.syncSafely(syncCtx, key)
+	result := resultOf(err)
+	metrics.ReconcileTotal.WithLabelValues(result).Inc()
+	metrics.ReconcileDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
 	c.handleErr(ctx, key, err)
 	return true
+}
+
+// HasSynced reports whether both informer caches have synced.
+func (c *Controller) HasSynced() bool { return c.deploymentsSynced() && c.foosSynced() }
+
+// errPanic marks an error that stands for a recovered panic.
+var errPanic = errors.New("panic in syncHandler")
+
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultSuccess
+	case errors.Is(err, errPanic):
+		return metrics.ResultPanic
+	case apierrors.IsConflict(err):
+		return metrics.ResultConflict
+	default:
+		return metrics.ResultError
+	}
 }
 
 // syncSafely runs syncHandler, turning a panic into an error so that one bad
@@ -263,7 +287,7 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in syncHandler: %v\n%s", r, debug.Stack())
+			err = fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
 		}
 	}()
 	return c.syncHandler(ctx, key)

@@ -1063,3 +1063,31 @@ func assertQueue(t *testing.T, c *Controller, want []string) {
 		t.Errorf("queued keys: got %q, want %q", got, want)
 	}
 }
+
+func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client, kubeclient := fake.NewClientset(), k8sfake.NewClientset()
+	i := informers.NewSharedInformerFactory(client, 0)
+	k8sI := kubeinformers.NewSharedInformerFactory(kubeclient, 0)
+	c, err := NewController(ctx, kubeclient, client, k8sI.Apps().V1().Deployments(),
+		i.Samplecontroller().V1alpha1().Foos(), events.NewFakeRecorder(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HasSynced() {
+		t.Fatal("synced before the informers started")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	i.Start(cctx.Done())
+	k8sI.Start(cctx.Done())
+	defer func() {
+		cancel() // informers stop first; Shutdown waits for them
+		i.Shutdown()
+		k8sI.Shutdown()
+	}()
+	i.WaitForCacheSync(cctx.Done())
+	k8sI.WaitForCacheSync(cctx.Done())
+	if !c.HasSynced() {
+		t.Error("not synced after both caches synced")
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -20,14 +22,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	// The JSON log format for -logging-format=json.
+	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/eventsink"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
+	"example.com/foo-controller/pkg/leader"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 // options are the command-line flags. Each flag's help states its default.
@@ -39,6 +51,14 @@ type options struct {
 	qps          float64
 	burst        int
 	resyncPeriod time.Duration
+
+	leaderElect    bool
+	leaderElectSet bool // -leader-elect given explicitly; otherwise on exactly when in-cluster
+	lease          leader.Config
+
+	metricsAddr string
+	probeAddr   string
+	logging     *logsapi.LoggingConfiguration
 }
 
 func main() {
@@ -62,8 +82,10 @@ func main() {
 
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("foo-controller", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	var o options
+	o := options{logging: logsapi.NewLoggingConfiguration()}
+	// -v, -vmodule and -logging-format (text or json), as in the
+	// Kubernetes components themselves.
+	logsapi.AddGoFlags(o.logging, fs)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
 		"Path to a kubeconfig. Default: $KUBECONFIG if set (a list, as for kubectl), else the in-cluster config.")
 	fs.StringVar(&o.master, "master", "", "Address of the Kubernetes API server; overrides the kubeconfig's server.")
@@ -73,6 +95,19 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst allowed above -kube-api-qps (client-go's own default is 10).")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", time.Minute,
 		"How often every cached Foo is synced again even without events; 0 disables. A resync reads only the cache and writes nothing for a converged Foo.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Run workers only while holding a leader Lease, so that replicas can stand by. Default: true with the in-cluster config, false otherwise.")
+	fs.StringVar(&o.lease.LeaseName, "leader-elect-lease-name", controllerName, "Name of the leader election Lease.")
+	fs.StringVar(&o.lease.LeaseNamespace, "leader-elect-namespace", "",
+		"Namespace of the leader election Lease. Default: the pod's namespace in-cluster, else \"default\".")
+	fs.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long standbys wait after the last renewal before taking over a leader that stopped renewing.")
+	fs.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew before it gives up leading (and exits).")
+	fs.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How often candidates try to acquire, and the leader to renew, the Lease.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.SetOutput(io.Discard) // errors are reported once by main, not with the usage text
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +117,11 @@ func parseFlags(args []string) (options, error) {
 		}
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "leader-elect" {
+			o.leaderElectSet = true
+		}
+	})
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -93,6 +133,12 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-kube-api-burst must be at least 1, got %d", o.burst)
 	case o.resyncPeriod < 0:
 		return o, fmt.Errorf("-resync-period must not be negative, got %v", o.resyncPeriod)
+	}
+	if err := o.lease.Validate(); err != nil {
+		return o, err
+	}
+	if err := logsapi.ValidateAndApply(o.logging, nil); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -116,6 +162,12 @@ func signalContext(parent context.Context) context.Context {
 
 func run(ctx context.Context, o options) error {
 	logger := klog.FromContext(ctx)
+
+	inCluster := o.kubeconfig == "" && o.master == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == ""
+	if !o.leaderElectSet {
+		o.leaderElect = inCluster
+	}
+	metrics.Register(buildVersion())
 
 	cfg, err := clientConfig(o)
 	if err != nil {
@@ -146,42 +198,124 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// The transform trims objects before they are cached: the cache holds
+	// every watched object for the life of the process.
 	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, o.resyncPeriod,
-		kubeinformers.WithNamespace(o.namespace))
+		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
 	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(fooClient, o.resyncPeriod,
-		fooinformers.WithNamespace(o.namespace))
+		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 
-	// Events are sent by their own goroutine; keep it running until the
-	// workers have finished, so that the last syncs' Events have a chance
-	// to go out (best effort: an Event still queued at exit is dropped).
+	// Events are sent from goroutines of their own, behind the client's
+	// rate limiter. At shutdown they get a bounded time to finish (see the
+	// deferred function below), so the Events of the last changes go out.
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopEvents()
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubeClient.EventsV1()})
+	sink := &eventsink.Tracked{Sink: &events.EventSinkImpl{Interface: kubeClient.EventsV1()}}
+	broadcaster := events.NewBroadcaster(sink)
 	if err := broadcaster.StartRecordingToSinkWithContext(eventCtx); err != nil {
+		stopEvents()
 		return fmt.Errorf("starting event recorder: %w", err)
 	}
-	defer broadcaster.Shutdown()
+	defer func() {
+		broadcaster.Shutdown()
+		if !sink.Wait(5 * time.Second) {
+			logger.Info("Some Events were still being sent at exit and are dropped")
+		}
+		stopEvents()
+	}()
 	recorder := broadcaster.NewRecorder(scheme, controllerName)
 
-	controller, err := NewController(ctx, kubeClient, fooClient,
-		kubeInformerFactory.Apps().V1().Deployments(),
-		fooInformerFactory.Samplecontroller().V1alpha1().Foos(),
-		recorder)
+	deploymentInformer := kubeInformerFactory.Apps().V1().Deployments()
+	fooInformer := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
+	for resource, inf := range map[string]cache.SharedIndexInformer{
+		"deployments": deploymentInformer.Informer(), "foos": fooInformer.Informer(),
+	} {
+		// Count list/watch failures (a cache going stale is otherwise only
+		// a log line), then log them as client-go does by default.
+		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			metrics.WatchErrors.WithLabelValues(resource).Inc()
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		}); err != nil {
+			return err
+		}
+	}
+
+	controller, err := NewController(ctx, kubeClient, fooClient, deploymentInformer, fooInformer, recorder)
 	if err != nil {
 		return err
 	}
 
-	// Start is non-blocking; informers stop when ctx is cancelled.
+	// Liveness: the process serves, and a leader still renews its lease
+	// (a leader stuck past the renew deadline gets restarted). Readiness:
+	// the caches are synced (standbys too: they are ready to take over).
+	electionHealth := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	probes := http.NewServeMux()
+	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
+	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
+		if !controller.HasSynced() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}}))
+	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
+		return err
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", metrics.MetricsHandler())
+	if err := metrics.Serve(ctx, "metrics", o.metricsAddr, metricsMux); err != nil {
+		return err
+	}
+
+	// Start is non-blocking; informers stop when ctx is cancelled. They
+	// start before the election so that a standby's cache is warm when it
+	// takes over.
 	kubeInformerFactory.Start(ctx.Done())
 	fooInformerFactory.Start(ctx.Done())
 	defer kubeInformerFactory.Shutdown()
 	defer fooInformerFactory.Shutdown()
 
-	if err := controller.Run(ctx, o.workers); err != nil {
-		return err
+	if !o.leaderElect {
+		metrics.Leader.Set(1)
+		defer metrics.Leader.Set(0)
+		if err := controller.Run(ctx, o.workers); err != nil {
+			return err
+		}
+	} else {
+		lc := o.lease
+		if lc.LeaseNamespace == "" {
+			lc.LeaseNamespace = leader.DefaultNamespace()
+		}
+		lc.Identity = leader.Identity()
+		lc.OnLeading = func(leading bool) {
+			if leading {
+				metrics.Leader.Set(1)
+			} else {
+				metrics.Leader.Set(0)
+			}
+		}
+		if err := leader.Run(ctx, kubeClient, lc, electionHealth, func(ctx context.Context) error {
+			return controller.Run(ctx, o.workers)
+		}); err != nil {
+			return err
+		}
 	}
 	logger.Info("Stopped")
 	return nil
+}
+
+// buildVersion is the module version the binary was built from, with the
+// VCS revision when the build recorded one.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += "+" + s.Value
+		}
+	}
+	return v
 }
 
 // clientConfig builds the REST config: from -kubeconfig, else from

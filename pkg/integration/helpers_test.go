@@ -88,6 +88,10 @@ func (s *scenario) startController(extraArgs ...string) *process {
 		"-kubeconfig=" + env.ctrlKC,
 		"-namespace=" + s.ns,
 		"-v=4",
+		// Several controllers run at once: no fixed ports (a test that
+		// scrapes them passes its own addresses; the last flag wins).
+		"-metrics-bind-address=0",
+		"-health-probe-bind-address=0",
 	}, extraArgs...)
 	logPath := filepath.Join(env.dir, fmt.Sprintf("controller-%s-%d.log", s.ns, len(s.logs)))
 	p, err := startProcess("foo-controller", controllerBin, logPath, nil, args...)

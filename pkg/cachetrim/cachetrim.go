@@ -1,0 +1,39 @@
+// Package cachetrim trims objects before they enter an informer's cache.
+//
+// An informer keeps every watched object in memory for the life of the
+// process. managedFields (server-side apply's field ownership records) are
+// often the largest part of an object and the controller never reads them,
+// nor kubectl's last-applied-configuration annotation: dropping both before
+// caching is the cheapest memory saving a controller can make.
+package cachetrim
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// lastApplied is the annotation `kubectl apply` (client-side) writes: a full
+// copy of the object as last applied.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// Transform is a cache.TransformFunc that drops what the controller never
+// reads. It modifies the object in place, which a transform may do: the
+// informer has not shared it with anyone yet.
+func Transform(obj any) (any, error) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		trimmed, err := Transform(tomb.Obj)
+		return cache.DeletedFinalStateUnknown{Key: tomb.Key, Obj: trimmed}, err
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			if _, found := a[lastApplied]; found {
+				delete(a, lastApplied)
+				m.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
+}
+
+var _ cache.TransformFunc = Transform

@@ -1,0 +1,90 @@
+// Package metrics defines the controller's Prometheus metrics and serves
+// them, with the health probes, over HTTP.
+//
+// Everything is registered in component-base's legacyregistry, the registry
+// the Kubernetes components themselves use, so that the well-kept adapters
+// for client-go come for free: importing
+// k8s.io/component-base/metrics/prometheus/workqueue exports every named
+// workqueue's depth, adds, queue latency, work duration, unfinished work,
+// longest running processor and retries (workqueue_* with a name label), and
+// k8s.io/component-base/metrics/prometheus/restclient exports client-go's
+// request counts and latencies by verb, host and code (rest_client_*).
+// docs/operations.md lists every metric and the alerts worth having.
+package metrics
+
+import (
+	"runtime"
+	"sync"
+
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	// Registered for their side effects: client-go's workqueue and REST
+	// client metrics, exported through legacyregistry.
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+)
+
+const subsystem = "foo_controller"
+
+// Sync results, the values of the reconcile metrics' result label.
+const (
+	ResultSuccess  = "success"  // converged as far as possible; key forgotten
+	ResultConflict = "conflict" // 409 on a stale object; retried
+	ResultError    = "error"    // any other error; retried with backoff
+	ResultPanic    = "panic"    // recovered panic; retried with backoff
+)
+
+var (
+	// ReconcileTotal counts syncs by result.
+	ReconcileTotal = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "reconcile_total",
+		Help:           "Foo syncs, by result: success, conflict, error or panic.",
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"result"})
+
+	// ReconcileDuration is the time one sync takes.
+	ReconcileDuration = k8smetrics.NewHistogramVec(&k8smetrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "reconcile_duration_seconds",
+		Help:           "Time one Foo sync takes, by result.",
+		Buckets:        []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"result"})
+
+	// WatchErrors counts failures of the informers' list/watch calls.
+	WatchErrors = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "watch_errors_total",
+		Help:           "Errors of the informers' list and watch calls, by resource. A steady rise means the cache is going stale.",
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"resource"})
+
+	// Leader is 1 while this process holds the leader lease (or runs
+	// without leader election), else 0.
+	Leader = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "leader",
+		Help:           "1 while this process is the leader and runs workers, else 0.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
+	// BuildInfo is always 1; its labels describe the binary.
+	BuildInfo = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "build_info",
+		Help:           "Always 1; the labels describe the running binary.",
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"version", "go_version"})
+)
+
+var registerOnce sync.Once
+
+// Register registers the metrics (once) and sets build_info.
+func Register(version string) {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, Leader, BuildInfo)
+	})
+	BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}

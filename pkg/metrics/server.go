@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+)
+
+// Check is a named health check: nil means healthy.
+type Check struct {
+	Name  string
+	Check func(*http.Request) error
+}
+
+// MetricsHandler serves the registered metrics in the Prometheus text format.
+func MetricsHandler() http.Handler { return legacyregistry.Handler() }
+
+// ProbeHandler answers 200 "ok" when every check passes, else 500 with the
+// failing checks, one per line (what kubelet logs on a failed probe).
+func ProbeHandler(checks ...Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var failed []error
+		for _, c := range checks {
+			if err := c.Check(r); err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", c.Name, err))
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if len(failed) > 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = fmt.Fprintln(w, errors.Join(failed...))
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+}
+
+// Serve serves handler on addr until ctx is done ("0" or "" disables it).
+// Listening happens before Serve returns, so a bad or taken address is an
+// error at start-up, not a log line later.
+func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s server: %w", name, err)
+	}
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "HTTP server stopped", "server", name)
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	logger.Info("Serving", "server", name, "address", ln.Addr().String())
+	return nil
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestProbeHandler(t *testing.T) {
+	synced := false
+	h := ProbeHandler(
+		Check{Name: "always", Check: func(*http.Request) error { return nil }},
+		Check{Name: "informers", Check: func(*http.Request) error {
+			if !synced {
+				return errors.New("caches not synced yet")
+			}
+			return nil
+		}},
+	)
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		b, _ := io.ReadAll(rec.Body)
+		return rec.Code, string(b)
+	}
+	if code, body := get(); code != http.StatusInternalServerError || !strings.Contains(body, "informers: caches not synced yet") ||
+		strings.Contains(body, "always") {
+		t.Errorf("before sync: %d %q", code, body)
+	}
+	synced = true
+	if code, body := get(); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("after sync: %d %q", code, body)
+	}
+}
+
+func TestServeDisabledAndBadAddress(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := Serve(ctx, "metrics", "0", http.NotFoundHandler()); err != nil {
+		t.Errorf(`"0" must disable the server: %v`, err)
+	}
+	if err := Serve(ctx, "metrics", "not-an-address", http.NotFoundHandler()); err == nil {
+		t.Error("a bad address must fail at start-up")
+	}
+}
