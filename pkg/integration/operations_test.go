@@ -3,11 +3,15 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +19,11 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // freeAddr returns a loopback address with a port free at the time of the call.
@@ -288,4 +296,80 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 	if err != nil || len(deps.Items) != n {
 		t.Errorf("%d Deployments for %d Foos (%v)", len(deps.Items), n, err)
 	}
+}
+
+// TestInClusterConfig runs the binary as it runs in a pod: no kubeconfig, the
+// API server named by KUBERNETES_SERVICE_HOST/PORT, and a ServiceAccount
+// token, CA and namespace where client-go looks for them. Those files are
+// put in place in a private mount namespace (a tmpfs over /run, which
+// /var/run points to), so the host is left untouched.
+func TestInClusterConfig(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("this test needs unshare (util-linux): %v", err)
+	}
+
+	// An identity with every permission: this test is about the code path,
+	// TestRBAC* about the permissions.
+	sa, err := s.kube.CoreV1().ServiceAccounts(s.ns).Create(s.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "in-cluster"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "foo-in-cluster-" + s.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: s.ns}},
+	}
+	if _, err := s.kube.RbacV1().ClusterRoleBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	tok, err := s.kube.CoreV1().ServiceAccounts(s.ns).CreateToken(s.ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	src := t.TempDir()
+	ca, err := os.ReadFile(filepath.Join(env.dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": ca, "namespace": []byte(s.ns)} {
+		if err := os.WriteFile(filepath.Join(src, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := url.Parse(env.admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	script := `mount -t tmpfs tmpfs /run && mkdir -p ` + saDir + ` && cp "$FOO_SA_SRC"/* ` + saDir + `/ && exec "$0" "$@"`
+	logPath := filepath.Join(env.dir, "controller-"+s.ns+"-incluster.log")
+	p, err := startProcess("foo-controller (in-cluster)", "unshare", logPath, []string{
+		"KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port(),
+		"KUBECONFIG=", "FOO_SA_SRC=" + src,
+	}, "--mount", "--propagation", "private", "sh", "-c", script, controllerBin,
+		"-namespace="+s.ns, "-v=4", "-metrics-bind-address=0", "-health-probe-bind-address=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.controller = p // stopped (and required to exit 0) by the scenario's cleanup
+
+	// Leader election is on by default in-cluster, with its Lease in the
+	// pod's namespace (read from the mounted namespace file).
+	s.eventually(time.Minute, "the in-cluster controller to take the Lease in its namespace", func() (bool, string) {
+		l, err := s.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, "foo-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return false, fmt.Sprintf("%v\n%s", err, p.tail(5))
+		}
+		return true, ""
+	})
+	s.createFoo(newFoo("web", "web", 2))
+	s.waitConverged("web", time.Minute)
 }
