@@ -17,45 +17,71 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// Tracked is an events.EventSink that counts its in-flight writes.
+// Tracked is an events.EventSink that counts its in-flight writes. (Not a
+// sync.WaitGroup: writes may start while Wait is waiting, which a
+// WaitGroup does not allow.)
 type Tracked struct {
 	Sink events.EventSink
-	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	inFlight int
+	idle     chan struct{} // closed when inFlight drops to 0; nil if nobody waits
 }
 
 var _ events.EventSink = (*Tracked)(nil)
 
+func (t *Tracked) begin() {
+	t.mu.Lock()
+	t.inFlight++
+	t.mu.Unlock()
+}
+
+func (t *Tracked) end() {
+	t.mu.Lock()
+	t.inFlight--
+	if t.inFlight == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+	t.mu.Unlock()
+}
+
 // Create sends a new Event.
 func (t *Tracked) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	t.wg.Add(1)
-	defer t.wg.Done()
+	t.begin()
+	defer t.end()
 	return t.Sink.Create(ctx, e)
 }
 
 // Update updates an Event.
 func (t *Tracked) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	t.wg.Add(1)
-	defer t.wg.Done()
+	t.begin()
+	defer t.end()
 	return t.Sink.Update(ctx, e)
 }
 
 // Patch patches an Event (the broadcaster uses it to count a series).
 func (t *Tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	t.wg.Add(1)
-	defer t.wg.Done()
+	t.begin()
+	defer t.end()
 	return t.Sink.Patch(ctx, e, data)
 }
 
 // Wait waits until no write is in flight, or timeout passes. It reports
 // whether everything was sent.
 func (t *Tracked) Wait(timeout time.Duration) bool {
-	done := make(chan struct{})
-	go func() {
-		t.wg.Wait()
-		close(done)
-	}()
+	t.mu.Lock()
+	if t.inFlight == 0 {
+		t.mu.Unlock()
+		return true
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	idle := t.idle
+	t.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return true
 	case <-time.After(timeout):
 		return false

@@ -67,7 +67,10 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string) (*cluster,
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", c.auditLog).
 		Set("audit-log-format", "json").
-		Set("audit-log-mode", "blocking")
+		Set("audit-log-mode", "blocking").
+		// As in most real clusters: setting blockOwnerDeletion on an owner
+		// reference to a Foo needs update on foos/finalizers.
+		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	// The default envtest apiserver logs only on failure; keep its output.
 	apiserver.Out = mustCreate(filepath.Join(dir, "kube-apiserver.log"))
 	apiserver.Err = apiserver.Out
@@ -177,7 +180,8 @@ func (c *cluster) createNodes(ctx context.Context, n int) error {
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        fmt.Sprintf("kwok-node-%d", i),
 				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/os": "linux"},
+				Labels: map[string]string{"type": "kwok", "kubernetes.io/os": "linux",
+					"kubernetes.io/hostname": fmt.Sprintf("kwok-node-%d", i)},
 			},
 			Status: corev1.NodeStatus{
 				Allocatable: corev1.ResourceList{

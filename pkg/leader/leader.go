@@ -102,7 +102,8 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
 	led := make(chan struct{})
-	var workErr error
+	workDone := make(chan struct{})
+	var workErr error // written before workDone is closed
 	stopWaiting := context.AfterFunc(ctx, func() {
 		select {
 		case <-led: // leading: work returns first, then stops the election
@@ -136,6 +137,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 				stop()
 				cancel()
 				onLeading(false)
+				close(workDone)
 				stopElection() // now release the Lease
 			},
 			OnStoppedLeading: func() {},
@@ -151,11 +153,17 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 	}
 	logger.Info("Waiting to lead", "lease", klog.KRef(c.LeaseNamespace, c.LeaseName), "identity", c.Identity)
 	elector.Run(electionCtx)
-	if workErr != nil {
-		return workErr
+	select {
+	case <-led:
+	default:
+		return nil // never led; stopped while standing by
 	}
 	if ctx.Err() == nil {
+		// Lost the Lease: a standby may be leading already. Return at once
+		// (the process exits, ending any sync still in flight) rather than
+		// wait for our work to wind down.
 		return errors.New("leader election lost: exiting so that a restart rejoins as a standby")
 	}
-	return nil
+	<-workDone
+	return workErr
 }
