@@ -261,7 +261,10 @@ func TestRBACWithoutARule(t *testing.T) {
 				t.Skip("the API server does not enforce owner reference permissions " +
 					"(kube-apiserver --enable-admission-plugins=OwnerReferencesPermissionEnforcement)")
 			}
-			ctrl := s.startControllerAs(kubeconfig, leaderElectionArgs("foo-controller-"+s.ns)...)
+			metricsAddr := freeAddr(t)
+			// The last flag wins: serve metrics, to see the refusals counted.
+			ctrl := s.startControllerAs(kubeconfig, append(leaderElectionArgs("foo-controller-"+s.ns),
+				"-metrics-bind-address="+metricsAddr)...)
 			start := time.Now()
 			s.createFoo(newFoo("web", "web", 1))
 
@@ -296,6 +299,13 @@ func TestRBACWithoutARule(t *testing.T) {
 				t.Errorf("the log does not show the Forbidden error; lines with \"forbidden\":\n%s", strings.Join(lines, "\n"))
 			}
 			t.Logf("%d log lines with \"forbidden\" in %v", len(lines), time.Since(start).Round(time.Millisecond))
+			// ...and a metric an alert can watch: client-go's request count by code.
+			code, body := httpGet("http://" + metricsAddr + "/metrics")
+			if v, _ := metricValue(body, "rest_client_requests_total", `code="403"`); code != 200 || v < 1 {
+				t.Errorf("rest_client_requests_total{code=\"403\"} = %v (HTTP %d), want > 0", v, code)
+			} else {
+				t.Logf("rest_client_requests_total{code=\"403\"} = %v", v)
+			}
 
 			// Granted the permission, it converges with no restart (the
 			// failing key is retried with backoff).
