@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/metrics"
@@ -55,8 +56,9 @@ const (
 	mutationCacheTTL = time.Minute
 	// mutationCacheSize is the number of recent writes remembered per
 	// resource; past it the oldest are forgotten (and the informer cache,
-	// perhaps a little stale, is read instead).
-	mutationCacheSize = 10000
+	// perhaps a little stale, is read instead). Copies are trimmed like the
+	// informer's objects (pkg/cachetrim), a few KB each.
+	mutationCacheSize = 2048
 
 	// shutdownGracePeriod bounds how long in-flight syncs may run after
 	// shutdown begins (a request to an API server that stopped answering
@@ -179,9 +181,12 @@ func NewController(
 		AddFunc:    c.handleDeployment,
 		UpdateFunc: c.handleDeploymentUpdate,
 		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
 			if dep, ok := obj.(*appsv1.Deployment); ok {
-				// A tombstone, so our copy of a created Deployment does
-				// not outlive the Deployment itself.
+				// So that our copy of a Deployment we wrote does not
+				// outlive the Deployment itself.
 				c.deployments.OnDelete(dep)
 			}
 			c.handleDeployment(obj)
@@ -451,7 +456,7 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 	if err != nil {
 		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
 	}
-	c.deployments.Mutation(dep)
+	c.deployments.Mutation(trimmed(dep))
 	return dep, nil
 }
 
@@ -503,7 +508,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	if err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
-	c.foos.Mutation(updated)
+	c.foos.Mutation(trimmed(updated))
 
 	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
@@ -550,7 +555,7 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo)
 	if err != nil {
 		return nil, fmt.Errorf("updating finalizers: %w", err)
 	}
-	c.foos.Mutation(updated)
+	c.foos.Mutation(trimmed(updated))
 	klog.FromContext(ctx).V(2).Info("Updated finalizers", "finalizers", updated.Finalizers)
 	return updated, nil
 }
@@ -630,7 +635,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		if err != nil {
 			return fmt.Errorf("removing owner reference from Deployment %s: %w", dep.Name, err)
 		}
-		c.deployments.Mutation(patched)
+		c.deployments.Mutation(trimmed(patched))
 		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
 		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
 			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)
@@ -723,6 +728,13 @@ func equalControllerRef(a, b *appsv1.Deployment) bool {
 		return ra == rb
 	}
 	return ra.UID == rb.UID
+}
+
+// trimmed drops from a write's response what the caches never keep (see
+// pkg/cachetrim) before it is remembered in a MutationCache.
+func trimmed[T any](obj T) T {
+	out, _ := cachetrim.Transform(obj)
+	return out.(T)
 }
 
 // getFoo returns the cached Foo (nil if there is none). The object is
