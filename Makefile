@@ -16,8 +16,9 @@ generate: ## Regenerate clientset, listers, informers, deepcopy and the CRD.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Generated code up to date, gofmt, go vet, golangci-lint.
+verify: ## Generated code up to date, docs links, gofmt, go vet, golangci-lint.
 	hack/verify-codegen.sh
+	hack/verify-docs.sh
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...

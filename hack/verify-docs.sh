@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Checks that the documentation points at things that exist: every relative
+# link in a Markdown file resolves to a file or directory in the repository,
+# and every "#heading" anchor into a Markdown file matches a heading there.
+# (External https:// links are not checked: CI has no internet.)
+set -o errexit -o nounset -o pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${REPO_ROOT}"
+
+python3 - "$@" <<'PY'
+import os, re, subprocess, sys
+
+files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+                       capture_output=True, text=True, check=True).stdout.split()
+link = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
+
+def anchors(path):
+    out = set()
+    in_code = False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not line.startswith("#"):
+            continue
+        title = line.lstrip("#").strip().lower()
+        slug = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+        out.add(slug)
+    return out
+
+bad = 0
+for md in files:
+    text = open(md, encoding="utf-8").read()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # links in code blocks are examples
+    for target in link.findall(text):
+        if re.match(r"^[a-z]+://", target) or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+        if not os.path.exists(dest):
+            print(f"{md}: link to missing {target}")
+            bad += 1
+            continue
+        if anchor and dest.endswith(".md") and anchor.lower() not in anchors(dest):
+            print(f"{md}: link to missing heading {target}")
+            bad += 1
+if bad:
+    sys.exit(f"verify-docs: {bad} broken link(s)")
+print(f"verify-docs: {len(files)} Markdown files, all relative links resolve")
+PY
