@@ -359,3 +359,35 @@ func (s *scenario) countLogLines(substr string) int {
 	}
 	return strings.Count(string(b), substr)
 }
+
+// createFoos creates n Foos of one replica, named prefix-000, prefix-001, ...
+// (each wanting a Deployment of the same name), and returns their names.
+func (s *scenario) createFoos(prefix string, n int) []string {
+	s.t.Helper()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%03d", prefix, i)
+		s.createFoo(newFoo(names[i], names[i], 1))
+	}
+	return names
+}
+
+// waitForDeployments waits until at least n Deployments exist in the namespace.
+func (s *scenario) waitForDeployments(n int, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, fmt.Sprintf("%d Deployments to exist", n), func() (bool, string) {
+		deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(deps.Items) >= n, fmt.Sprintf("%d Deployments", len(deps.Items))
+	})
+}
+
+// waitAllConverged waits for each named Foo to converge.
+func (s *scenario) waitAllConverged(names []string, timeout time.Duration) {
+	s.t.Helper()
+	for _, name := range names {
+		s.waitConverged(name, timeout)
+	}
+}

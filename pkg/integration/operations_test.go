@@ -264,16 +264,8 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 	s := newScenario(t)
 	p := s.startController()
 	const n = 200
-	for i := range n {
-		s.createFoo(newFoo(fmt.Sprintf("g-%03d", i), fmt.Sprintf("g-%03d", i), 1))
-	}
-	s.eventually(2*time.Minute, "the burst to be under way", func() (bool, string) {
-		deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(deps.Items) >= n/5, fmt.Sprintf("%d Deployments", len(deps.Items))
-	})
+	names := s.createFoos("g", n)
+	s.waitForDeployments(n/5, 2*time.Minute) // the burst is under way
 	start := time.Now()
 	// In-flight syncs finish, then the process exits 0.
 	if err := p.stop(30 * time.Second); err != nil {
@@ -289,9 +281,7 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 	}
 	// A successor finishes the job: every Foo converges, one Deployment each.
 	s.startController()
-	for i := range n {
-		s.waitConverged(fmt.Sprintf("g-%03d", i), 3*time.Minute)
-	}
+	s.waitAllConverged(names, 3*time.Minute)
 	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil || len(deps.Items) != n {
 		t.Errorf("%d Deployments for %d Foos (%v)", len(deps.Items), n, err)

@@ -386,13 +386,9 @@ func TestIdleMeansSilent(t *testing.T) {
 	const resync = 5 * time.Second
 	s.startController("-resync-period=" + resync.String())
 	const n = 50
-	for i := range n {
-		s.createFoo(newFoo(fmt.Sprintf("foo-%02d", i), fmt.Sprintf("dep-%02d", i), 1))
-	}
+	names := s.createFoos("foo", n)
 	start := time.Now()
-	for i := range n {
-		s.waitConverged(fmt.Sprintf("foo-%02d", i), 3*time.Minute)
-	}
+	s.waitAllConverged(names, 3*time.Minute)
 	t.Logf("%d Foos converged in %v", n, time.Since(start).Round(time.Millisecond))
 	// Let the last status writes' own watch events pass through.
 	time.Sleep(2 * time.Second)
@@ -420,26 +416,16 @@ func TestRestartMidway(t *testing.T) {
 	s := newScenario(t)
 	first := s.startController()
 	const n = 100
-	for i := range n {
-		s.createFoo(newFoo(fmt.Sprintf("foo-%03d", i), fmt.Sprintf("dep-%03d", i), 1))
-	}
+	names := s.createFoos("foo", n)
 	// Kill the controller (no graceful shutdown: a crash) part-way through.
-	s.eventually(2*time.Minute, "some Deployments to exist", func() (bool, string) {
-		deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(deps.Items) >= n/4, fmt.Sprintf("%d Deployments", len(deps.Items))
-	})
+	s.waitForDeployments(n/4, 2*time.Minute)
 	first.kill()
 	deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
 	t.Logf("killed the controller with %d of %d Deployments created", len(deps.Items), n)
 
 	s.startController()
 	start := time.Now()
-	for i := range n {
-		s.waitConverged(fmt.Sprintf("foo-%03d", i), 3*time.Minute)
-	}
+	s.waitAllConverged(names, 3*time.Minute)
 	t.Logf("all %d converged %v after the restart", n, time.Since(start).Round(time.Millisecond))
 
 	// No duplicates, no orphans: exactly one Deployment per Foo, each
