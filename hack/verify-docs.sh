@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks that the documentation points at things that exist: every relative
 # link in a Markdown file resolves to a file or directory in the repository,
-# and every "#heading" anchor into a Markdown file matches a heading there.
-# (External https:// links are not checked: CI has no internet.)
+# every "#heading" anchor into a Markdown file matches a heading there, and
+# every test (`TestX`, `FuzzX`) or package identifier (`reconcile.X`) named
+# in backquotes exists in the Go code. (External https:// links are not
+# checked: CI has no internet.)
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,7 +46,29 @@ for md in files:
         if anchor and dest.endswith(".md") and anchor.lower() not in anchors(dest):
             print(f"{md}: link to missing heading {target}")
             bad += 1
+# Code the docs name must exist: test functions (`TestX`, `FuzzX`) and
+# identifiers of our packages (`reconcile.X`).
+go_files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go"],
+                          capture_output=True, text=True, check=True).stdout.split()
+funcs = {}
+for g in go_files:
+    pkg = os.path.basename(os.path.dirname(g)) or "main"
+    for m in re.finditer(r"^(?:func(?: \([^)]*\))?|type|var|const)\s+(\w+)", open(g, encoding="utf-8").read(), re.M):
+        funcs.setdefault(m.group(1), set()).add(pkg)
+    for m in re.finditer(r"^\t(\w+)\s", open(g, encoding="utf-8").read(), re.M):  # in const/var blocks
+        funcs.setdefault(m.group(1), set()).add(pkg)
+pkgs = {os.path.basename(os.path.dirname(g)) for g in go_files}
+for md in files:
+    text = open(md, encoding="utf-8").read()
+    for name in set(re.findall(r"`((?:Test|Fuzz)[A-Z]\w*)`", text)):
+        if name not in funcs:
+            print(f"{md}: names missing test {name}")
+            bad += 1
+    for pkg, name in set(re.findall(r"`(\w+)\.([A-Z]\w*)`", text)):
+        if pkg in pkgs and pkg not in funcs.get(name, set()):
+            print(f"{md}: names missing {pkg}.{name}")
+            bad += 1
 if bad:
-    sys.exit(f"verify-docs: {bad} broken link(s)")
-print(f"verify-docs: {len(files)} Markdown files, all relative links resolve")
+    sys.exit(f"verify-docs: {bad} broken reference(s)")
+print(f"verify-docs: {len(files)} Markdown files, all relative links and code references resolve")
 PY
