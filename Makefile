@@ -49,6 +49,10 @@ local-up: ## Start the local control plane in the background.
 local-down: ## Stop the local control plane.
 	hack/local-down.sh
 
+.PHONY: bench
+bench: ## Measure the controller on the local control plane (see docs/performance.md).
+	go run ./hack/bench $(BENCH_FLAGS)
+
 .PHONY: help
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'

@@ -1,0 +1,355 @@
+// Command bench measures foo-controller on the local control plane: time to
+// converge N Foos against a floor of the same writes sent directly, the
+// requests it sends per Foo, its requests while idle, a restart with N
+// converged Foos, and its peak RSS. Run it with `make bench` from the
+// repository root; see docs/performance.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+)
+
+var stderr io.Writer = os.Stderr
+
+// figures are one run's measurements by name.
+type figures map[string]float64
+
+type options struct {
+	n           int
+	repeat      int
+	jsonPath    string
+	idle        time.Duration
+	concurrency int
+	timeout     time.Duration
+}
+
+type report struct {
+	Date        string    `json:"date"`
+	Command     string    `json:"command"`
+	N           int       `json:"n"`
+	Concurrency int       `json:"concurrency"`
+	Idle        string    `json:"idleWindow"`
+	Runs        []figures `json:"runs"`
+	Median      figures   `json:"median"`
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 200, "Number of Foos to converge.")
+	flag.IntVar(&o.repeat, "repeat", 1, "Repeat the whole measurement this many times; medians are reported.")
+	flag.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
+	flag.DurationVar(&o.idle, "idle", 2*time.Minute+10*time.Second,
+		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
+	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
+	flag.Parse()
+	if o.n < 1 || o.repeat < 1 || o.concurrency < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -n, -repeat and -concurrency must be at least 1")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) (err error) {
+	if _, err := os.Stat("artifacts/examples/crd.yaml"); err != nil {
+		return errors.New("run from the repository root (make bench)")
+	}
+	testbin, err := output("hack/install-testbin.sh", "--print-dir")
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(testbin, "kubectl")
+
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		progress("KUBECONFIG not set: starting the local control plane (hack/local-up.sh)")
+		cmd := exec.Command("hack/local-up.sh")
+		cmd.Env = append(os.Environ(), envDefault("FOO_KUBE_API_QPS", "1000"), envDefault("FOO_KUBE_API_BURST", "2000"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("hack/local-up.sh: %w", err)
+		}
+		for line := range strings.Lines(string(out)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export KUBECONFIG="); ok {
+				kubeconfig = v
+			}
+		}
+		if kubeconfig == "" {
+			return fmt.Errorf("hack/local-up.sh printed no KUBECONFIG: %q", out)
+		}
+		defer func() {
+			progress("stopping the local control plane (hack/local-down.sh)")
+			down := exec.Command("hack/local-down.sh")
+			down.Stdout, down.Stderr = os.Stderr, os.Stderr
+			err = errors.Join(err, down.Run())
+		}()
+	} else {
+		progress("using KUBECONFIG=%s (its control plane's client QPS is whatever it was started with)", kubeconfig)
+	}
+
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "-f", "artifacts/examples/crd.yaml"); err != nil {
+		return err
+	}
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
+		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
+		return err
+	}
+	progress("building the controller")
+	bin := "_output/bin/foo-controller"
+	if _, err := output("go", "build", "-o", bin, "."); err != nil {
+		return err
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	// The bench's own client must not be what limits the figures.
+	cfg.QPS, cfg.Burst = 5000, 10000
+	cfg.UserAgent = "foo-bench"
+	var c clients
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if c.foo, err = clientset.NewForConfig(cfg); err != nil {
+		return err
+	}
+
+	rep := report{
+		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
+		N: o.n, Concurrency: o.concurrency, Idle: o.idle.String(),
+	}
+	progress("idle window %v, N=%d, concurrency %d, %d repeat(s)", o.idle, o.n, o.concurrency, o.repeat)
+	logPath, _ := filepath.Abs("_output/bench-controller.log")
+	_ = os.Remove(logPath)
+	for r := range o.repeat {
+		fig, err := once(ctx, c, o, r, bin, kubeconfig, logPath)
+		if err != nil {
+			return fmt.Errorf("repeat %d: %w (controller log: %s)", r+1, err, logPath)
+		}
+		rep.Runs = append(rep.Runs, fig)
+	}
+	for _, f := range rep.Runs {
+		// Sequential floor of "all Foos Ready": the Deployments made
+		// available without us, then the status writes.
+		f["floor_ready_s"] = f["floor_deployments_available_s"] + f["floor_status_writes_s"]
+	}
+	rep.Median = medians(rep.Runs)
+	printTable(os.Stdout, rep)
+	if err := os.MkdirAll(filepath.Dir(o.jsonPath), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	progress("figures written to %s", o.jsonPath)
+	return os.WriteFile(o.jsonPath, append(b, '\n'), 0o644)
+}
+
+// once is one repeat: converge, idle, restart, then the floor.
+func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, logPath string) (figures, error) {
+	suffix := fmt.Sprintf("%d-%d", r+1, time.Now().Unix())
+	ns := "bench-" + suffix
+	if err := newNamespace(ctx, c, ns); err != nil {
+		return nil, err
+	}
+	progress("repeat %d: starting the controller", r+1)
+	ctrl, err := startController(bin, kubeconfig, logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if ctrl != nil && ctrl.alive() == nil {
+			_ = ctrl.stop()
+		}
+	}()
+	if _, err := ctrl.waitReady(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	all, err := converge(ctx, c, ctrl, ns, o.n, o.concurrency, o.timeout)
+	if err != nil {
+		return nil, err
+	}
+	idl, err := idle(ctrl, o.idle)
+	if err != nil {
+		return nil, err
+	}
+	merge(all, idl)
+	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, o.n)
+	if err != nil {
+		return nil, err
+	}
+	merge(all, rs)
+	if rss, err := ctrl.peakRSS(); err == nil {
+		all["restart_peak_rss_mb"] = float64(rss) / (1 << 20)
+	}
+	if err := ctrl.stop(); err != nil {
+		return nil, err
+	}
+	if err := deleteNamespace(ctx, c, ns); err != nil {
+		return nil, err
+	}
+	fns := "bench-floor-" + suffix
+	if err := newNamespace(ctx, c, fns); err != nil {
+		return nil, err
+	}
+	fl, err := floor(ctx, c, fns, o.n, o.concurrency)
+	if err != nil {
+		return nil, err
+	}
+	merge(all, fl)
+	if err := deleteNamespace(ctx, c, fns); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+func merge(dst, src figures) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+func medians(runs []figures) figures {
+	out := figures{}
+	keys := map[string]bool{}
+	for _, r := range runs {
+		for k := range r {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		var vs []float64
+		for _, r := range runs {
+			vs = append(vs, r[k]) // absent = 0 (a method not used in that run)
+		}
+		sort.Float64s(vs)
+		m := vs[len(vs)/2]
+		if len(vs)%2 == 0 {
+			m = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+		}
+		out[k] = m
+	}
+	return out
+}
+
+// row is one line of the table: a controller figure, its floor, the target.
+type row struct {
+	label, key, floorKey, target string
+	ok                           func(v, floor float64) bool
+}
+
+func printTable(w io.Writer, rep report) {
+	pf := func(format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
+	m := rep.Median
+	rows := []row{
+		{"all Deployments exist (s)", "deployments_exist_s", "floor_deployment_creates_s", "<= 2x floor",
+			func(v, f float64) bool { return v <= 2*f }},
+		{"all Deployments available (s)", "deployments_available_s", "floor_deployments_available_s", "", nil},
+		{"all Foos Ready (s)", "foos_ready_s", "floor_ready_s", "", nil},
+		{"last Ready - last available (s)", "ready_after_last_available", "", "<= 2s",
+			func(v, _ float64) bool { return v <= 2 }},
+		{"create->Ready p50 (s)", "latency_p50_s", "", "", nil},
+		{"create->Ready p99 (s)", "latency_p99_s", "", "", nil},
+		{"status lag p50 (s)", "status_lag_p50_s", "", "", nil},
+		{"status lag p99 (s)", "status_lag_p99_s", "", "<= 1s", func(v, _ float64) bool { return v <= 1 }},
+		{"requests per Foo", "requests_per_foo", "", "", nil},
+		{"writes per Foo (incl. Events)", "writes_per_foo", "", "", nil},
+		{"writes per Foo excl. Events", "writes_excl_events_per_foo", "", "<= 3", func(v, _ float64) bool { return v <= 3 }},
+		{"Events per Foo", "events_per_foo", "", "<= 1", func(v, _ float64) bool { return v <= 1 }},
+		{"idle requests/min", "idle_requests_per_min", "", "", nil},
+		{"idle writes/min", "idle_writes_per_min", "", "0", func(v, _ float64) bool { return v == 0 }},
+		{"restart: /readyz 200 (s)", "restart_ready_s", "", "", nil},
+		{"restart: all keys processed (s)", "restart_processed_s", "", "<= 3s", func(v, _ float64) bool { return v <= 3 }},
+		{"restart: writes", "restart_writes", "", "0", func(v, _ float64) bool { return v == 0 }},
+		{"peak RSS after converge (MB)", "peak_rss_mb", "", "<= 40", func(v, _ float64) bool { return v <= 40 }},
+		{"  of which binary pages (RssFile)", "rss_file_mb", "", "", nil},
+		{"  of which anonymous (RssAnon)", "rss_anon_mb", "", "", nil},
+		{"  Go heap in use (MB)", "go_heap_inuse_mb", "", "", nil},
+		{"peak RSS after restart (MB)", "restart_peak_rss_mb", "", "", nil},
+		{"rate-limiter wait per Foo (s)", "ratelimit_wait_s_per_foo", "", "", nil},
+		{"workqueue depth max (5s samples)", "workqueue_depth_max", "", "", nil},
+	}
+	pf("\nfoo-controller bench: N=%d, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
+		rep.N, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)
+	pf("%-34s %10s %10s %7s %8s %s\n", "figure", "controller", "floor", "ratio", "target", "met")
+	for _, r := range rows {
+		v := m[r.key]
+		fl, ratio := "", ""
+		if r.floorKey != "" {
+			fl = fmt.Sprintf("%.2f", m[r.floorKey])
+			if m[r.floorKey] > 0 {
+				ratio = fmt.Sprintf("%.2fx", v/m[r.floorKey])
+			}
+		}
+		met := ""
+		if r.ok != nil {
+			met = "no"
+			if r.ok(v, m[r.floorKey]) {
+				met = "yes"
+			}
+		}
+		pf("%-34s %10.2f %10s %7s %8s %s\n", r.label, v, fl, ratio, r.target, met)
+	}
+	var per []string
+	for k := range m {
+		if strings.HasPrefix(k, "converge_") || (strings.HasPrefix(k, "idle_") && strings.Count(k, "_") == 3) {
+			per = append(per, k)
+		}
+	}
+	slices.Sort(per)
+	pf("\nby method:\n")
+	for _, k := range per {
+		pf("  %-30s %8.2f\n", k, m[k])
+	}
+	pf("\nfloor: %d Deployment creates %.2fs, available %.2fs; %d Foo creates %.2fs; %d Foo status applies %.2fs\n",
+		rep.N, m["floor_deployment_creates_s"], m["floor_deployments_available_s"],
+		rep.N, m["floor_foo_creates_s"], rep.N, m["floor_status_writes_s"])
+}
+
+func envDefault(k, v string) string {
+	if cur := os.Getenv(k); cur != "" {
+		return k + "=" + cur
+	}
+	return k + "=" + v
+}
+
+// output runs a command and returns its trimmed stdout; stderr is included
+// in the error.
+func output(name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errb.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}

@@ -1,0 +1,495 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
+	"example.com/foo-controller/pkg/reconcile"
+)
+
+const (
+	image       = "nginx:1.27"
+	depSuffix   = "-dep"
+	fieldMgr    = "foo-bench"
+	progressGap = 5 * time.Second
+)
+
+type clients struct {
+	kube kubernetes.Interface
+	foo  clientset.Interface
+}
+
+func progress(format string, args ...any) {
+	_, _ = fmt.Fprintf(stderr, "bench: "+format+"\n", args...)
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, f func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// newNamespace creates a namespace and waits for its default ServiceAccount
+// (pods are refused without it, which would add retries to what we measure).
+func newNamespace(ctx context.Context, c clients, name string) error {
+	_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// deleteNamespace deletes it and waits until it is gone, so that its
+// garbage collection does not load the next phase.
+func deleteNamespace(ctx context.Context, c clients, name string) error {
+	start := time.Now()
+	err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	progress("namespace %s deleted in %.1fs", name, time.Since(start).Seconds())
+	return err
+}
+
+// firsts records, per Foo name, the first time something was seen.
+type firsts struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func newFirsts() *firsts { return &firsts{m: map[string]time.Time{}} }
+
+func (f *firsts) mark(name string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.m[name]; !ok {
+		f.m[name] = t
+	}
+}
+
+func (f *firsts) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
+func (f *firsts) snapshot() map[string]time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]time.Time, len(f.m))
+	for k, v := range f.m {
+		out[k] = v
+	}
+	return out
+}
+
+func (f *firsts) last() time.Time {
+	var l time.Time
+	for _, t := range f.snapshot() {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
+}
+
+func fooReady(foo *samplev1alpha1.Foo) bool {
+	return meta.IsStatusConditionTrue(foo.Status.Conditions, samplev1alpha1.ConditionReady) &&
+		foo.Status.ObservedGeneration == foo.Generation
+}
+
+func deploymentAsDeclared(d *appsv1.Deployment) bool {
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		return false
+	}
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		if ctr.Image == image {
+			return true
+		}
+	}
+	return false
+}
+
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	return d.Spec.Replicas != nil && d.Status.ObservedGeneration >= d.Generation &&
+		d.Status.AvailableReplicas == *d.Spec.Replicas
+}
+
+// converge creates n Foos in ns and measures until every one is Ready.
+func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n, workers int, timeout time.Duration) (figures, error) {
+	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	kf := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(ns))
+	ff := fooinformers.NewSharedInformerFactoryWithOptions(c.foo, 0, fooinformers.WithNamespace(ns))
+	onDep := func(obj any) {
+		now := time.Now()
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok {
+			return
+		}
+		foo := strings.TrimSuffix(d.Name, depSuffix)
+		if deploymentAsDeclared(d) {
+			depOK.mark(foo, now)
+		}
+		if deploymentAvailable(d) {
+			depAvail.mark(foo, now)
+		}
+	}
+	onFoo := func(obj any) {
+		now := time.Now()
+		if f, ok := obj.(*samplev1alpha1.Foo); ok && fooReady(f) {
+			ready.mark(f.Name, now)
+		}
+	}
+	if _, err := kf.Apps().V1().Deployments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onDep, UpdateFunc: func(_, o any) { onDep(o) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := ff.Samplecontroller().V1alpha1().Foos().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onFoo, UpdateFunc: func(_, o any) { onFoo(o) },
+	}); err != nil {
+		return nil, err
+	}
+	kf.Start(watchCtx.Done())
+	ff.Start(watchCtx.Done())
+	kf.WaitForCacheSync(watchCtx.Done())
+	ff.WaitForCacheSync(watchCtx.Done())
+
+	before, err := ctrl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	progress("converge: creating %d Foos in %s with %d workers", n, ns, workers)
+	t0 := time.Now()
+	err = parallel(n, workers, func(i int) error {
+		name := fmt.Sprintf("foo-%d", i)
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To[int32](1), Image: image},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			created.mark(name, time.Now())
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating Foos: %w", err)
+	}
+	createsDone := time.Since(t0)
+	deadline := time.Now().Add(timeout)
+	lastProgress := time.Now()
+	var maxDepth float64
+	for ready.len() < n {
+		if err := ctrl.alive(); err != nil {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("converge: only %d/%d Foos Ready after %v", ready.len(), n, timeout)
+		}
+		if time.Since(lastProgress) >= progressGap {
+			lastProgress = time.Now()
+			if s, err := ctrl.scrape(); err == nil {
+				maxDepth = max(maxDepth, s.sum("workqueue_depth", `name="foo-controller"`))
+			}
+			progress("converge: %5.1fs deployments %d/%d, available %d/%d, foos ready %d/%d",
+				time.Since(t0).Seconds(), depOK.len(), n, depAvail.len(), n, ready.len(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	progress("converge: all %d Foos Ready after %.2fs; waiting for the controller to go quiet", n, time.Since(t0).Seconds())
+	after, err := ctrl.settle(3*time.Second, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := ctrl.memStatus()
+	if err != nil {
+		return nil, err
+	}
+
+	evs, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	events := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "Foo" {
+			events++
+		}
+	}
+
+	cr, dok, da, rd := created.snapshot(), depOK.snapshot(), depAvail.snapshot(), ready.snapshot()
+	var latency, lag []time.Duration
+	for name, r := range rd {
+		latency = append(latency, r.Sub(cr[name]))
+		if a, ok := da[name]; ok {
+			lag = append(lag, r.Sub(a))
+		}
+	}
+	methods := diffMethods(before, after)
+	nf := float64(n)
+	fig := figures{
+		"creates_sent_s":             createsDone.Seconds(),
+		"deployments_exist_s":        depOK.last().Sub(t0).Seconds(),
+		"deployments_available_s":    depAvail.last().Sub(t0).Seconds(),
+		"foos_ready_s":               ready.last().Sub(t0).Seconds(),
+		"ready_after_last_available": ready.last().Sub(depAvail.last()).Seconds(),
+		"latency_p50_s":              pct(latency, 50),
+		"latency_p99_s":              pct(latency, 99),
+		"status_lag_p50_s":           pct(lag, 50),
+		"status_lag_p99_s":           pct(lag, 99),
+		"status_lag_max_s":           pct(lag, 100),
+		"requests_per_foo":           total(methods) / nf,
+		"writes_per_foo":             writesOf(methods) / nf,
+		"writes_excl_events_per_foo": (writesOf(methods) - float64(events)) / nf,
+		"events_per_foo":             float64(events) / nf,
+		"peak_rss_mb":                float64(mem["VmHWM"]) / (1 << 20),
+		"rss_file_mb":                float64(mem["RssFile"]) / (1 << 20),
+		"rss_anon_mb":                float64(mem["RssAnon"]) / (1 << 20),
+		"go_heap_inuse_mb":           after.sum("go_memstats_heap_inuse_bytes") / (1 << 20),
+		// Time the controller's requests spent waiting for its client-side
+		// rate limiter (-kube-api-qps/-kube-api-burst), summed over requests.
+		"ratelimit_wait_s_per_foo": (after.sum("rest_client_rate_limiter_duration_seconds_sum") -
+			before.sum("rest_client_rate_limiter_duration_seconds_sum")) / nf,
+		"workqueue_depth_max": maxDepth,
+	}
+	for m, v := range methods {
+		fig["converge_"+m+"_per_foo"] = v / nf
+	}
+	if len(dok) != n {
+		return nil, fmt.Errorf("converge: saw %d/%d Deployments as declared", len(dok), n)
+	}
+	return fig, nil
+}
+
+// idle measures the controller's requests over window with nothing changing.
+func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
+	before, err := ctrl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	progress("idle: waiting %v", window)
+	start := time.Now()
+	for time.Since(start) < window {
+		if err := ctrl.alive(); err != nil {
+			return nil, err
+		}
+		time.Sleep(min(progressGap*2, window-time.Since(start)))
+		progress("idle: %3.0fs/%.0fs", time.Since(start).Seconds(), window.Seconds())
+	}
+	after, err := ctrl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	mins := time.Since(start).Minutes()
+	methods := diffMethods(before, after)
+	fig := figures{
+		"idle_requests_per_min": total(methods) / mins,
+		"idle_writes_per_min":   writesOf(methods) / mins,
+	}
+	for m, v := range methods {
+		fig["idle_"+m+"_per_min"] = v / mins
+	}
+	return fig, nil
+}
+
+// restart stops ctrl and starts a new controller with the n Foos converged.
+func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath string, n int) (*controllerProc, figures, error) {
+	progress("restart: SIGTERM the controller")
+	if err := ctrl.stop(); err != nil {
+		return nil, nil, err
+	}
+	next, err := startController(bin, kubeconfig, logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	readyAt, err := next.waitReady(ctx, 2*time.Minute)
+	if err != nil {
+		return next, nil, err
+	}
+	var processedAt time.Time
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		s, err := next.scrape()
+		if err != nil {
+			return next, nil, err
+		}
+		q := `name="foo-controller"`
+		if s.sum("workqueue_depth", q) == 0 && s.sum("workqueue_adds_total", q) >= float64(n) &&
+			s.sum("foo_controller_reconcile_total") >= float64(n) {
+			processedAt = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			return next, nil, fmt.Errorf("restart: keys not all processed after 2m (adds %v, reconciles %v)",
+				s.sum("workqueue_adds_total", q), s.sum("foo_controller_reconcile_total"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	after, err := next.settle(3*time.Second, 30*time.Second)
+	if err != nil {
+		return next, nil, err
+	}
+	methods := after.requestsByMethod()
+	progress("restart: ready after %.2fs, all keys processed after %.2fs, %v writes",
+		readyAt.Sub(next.started).Seconds(), processedAt.Sub(next.started).Seconds(), writesOf(methods))
+	return next, figures{
+		"restart_ready_s":     readyAt.Sub(next.started).Seconds(),
+		"restart_processed_s": processedAt.Sub(next.started).Seconds(),
+		"restart_writes":      writesOf(methods),
+		"restart_requests":    total(methods),
+	}, nil
+}
+
+// floor sends, without the controller, what converging n Foos needs at the
+// least: n Deployment creates and n Foo status writes, with the same
+// concurrency as the Foo creates.
+func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, error) {
+	progress("floor: %d Deployment creates in %s", n, ns)
+	t0 := time.Now()
+	err := parallel(n, workers, func(i int) error {
+		name := fmt.Sprintf("floor-%d", i)
+		lbl := map[string]string{"app": name}
+		_, err := c.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name + depSuffix, Labels: lbl},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: lbl},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: reconcile.ContainerName, Image: image}}},
+				},
+			},
+		}, metav1.CreateOptions{FieldManager: fieldMgr})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	depCreate := time.Since(t0)
+	// How long kube-controller-manager, scheduler and kwok take to make
+	// them available: the part of convergence that is not ours.
+	var depAvail time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		avail := 0
+		for i := range l.Items {
+			if deploymentAvailable(&l.Items[i]) {
+				avail++
+			}
+		}
+		depAvail = time.Since(t0)
+		return avail == n, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("floor: Deployments not all available: %w", err)
+	}
+
+	progress("floor: %d Foo creates, then %d status writes", n, n)
+	foos := make([]*samplev1alpha1.Foo, n)
+	t1 := time.Now()
+	err = parallel(n, workers, func(i int) error {
+		name := fmt.Sprintf("floor-%d", i)
+		f, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To[int32](1), Image: image},
+		}, metav1.CreateOptions{})
+		foos[i] = f
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	fooCreate := time.Since(t1)
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	t2 := time.Now()
+	err = parallel(n, workers, func(i int) error {
+		f := foos[i]
+		st := samplev1alpha1.FooStatus{
+			ObservedGeneration: f.Generation, Replicas: 1, AvailableReplicas: 1, ReadyReplicas: 1,
+			Conditions: []metav1.Condition{{
+				Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
+				LastTransitionTime: now, Reason: samplev1alpha1.ReasonDeploymentAvailable, Message: "bench floor",
+			}},
+		}
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).ApplyStatus(ctx, reconcile.StatusApply(f, st),
+			metav1.ApplyOptions{FieldManager: fieldMgr, Force: true})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return figures{
+		"floor_deployment_creates_s":    depCreate.Seconds(),
+		"floor_deployments_available_s": depAvail.Seconds(),
+		"floor_foo_creates_s":           fooCreate.Seconds(),
+		"floor_status_writes_s":         time.Since(t2).Seconds(),
+	}, nil
+}
+
+// pct is the p-th percentile (nearest rank) in seconds.
+func pct(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	i = max(0, min(i, len(s)-1))
+	return s[i].Seconds()
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// controllerProc is one run of the controller binary as a child process.
+type controllerProc struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	probeAddr   string
+	exited      chan error
+	started     time.Time
+}
+
+// freePort asks the kernel for an unused loopback port.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
+// startController starts the binary with its default flags, except where it
+// finds the cluster and where it serves metrics and probes. Its output is
+// appended to logPath.
+func startController(bin, kubeconfig, logPath string) (*controllerProc, error) {
+	m, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-kubeconfig="+kubeconfig, "-metrics-bind-address="+m, "-health-probe-bind-address="+p)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	c := &controllerProc{cmd: cmd, metricsAddr: m, probeAddr: p, exited: make(chan error, 1), started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
+	go func() {
+		c.exited <- cmd.Wait()
+		_ = logf.Close()
+	}()
+	return c, nil
+}
+
+// stop sends SIGTERM and waits for the exit (SIGKILL after 30s).
+func (c *controllerProc) stop() error {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-c.exited:
+		return err
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		return errors.New("controller did not exit within 30s of SIGTERM; killed")
+	}
+}
+
+func (c *controllerProc) alive() error {
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		return fmt.Errorf("controller exited: %w (see its log)", err)
+	default:
+		return nil
+	}
+}
+
+// waitReady polls /readyz until it answers 200 and returns when it did.
+func (c *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	client := http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		if err := c.alive(); err != nil {
+			return time.Time{}, err
+		}
+		resp, err := client.Get("http://" + c.probeAddr + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return time.Time{}, fmt.Errorf("/readyz not 200 after %v", timeout)
+}
+
+// peakRSS is VmHWM from /proc/<pid>/status, in bytes.
+func (c *controllerProc) peakRSS() (int64, error) {
+	st, err := c.memStatus()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := st["VmHWM"]
+	if !ok {
+		return 0, errors.New("no VmHWM in /proc status")
+	}
+	return v, nil
+}
+
+// memStatus is the Vm* and Rss* lines of /proc/<pid>/status, in bytes:
+// RssFile (pages of the binary) against RssAnon (heap, stacks) shows what
+// the resident size is made of.
+func (c *controllerProc) memStatus() (map[string]int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	out := map[string]int64{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, rest, ok := strings.Cut(s.Text(), ":")
+		if !ok || (!strings.HasPrefix(k, "Vm") && !strings.HasPrefix(k, "Rss")) {
+			continue
+		}
+		fields := strings.Fields(rest) // "12345 kB"
+		if len(fields) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = kb * 1024
+	}
+	return out, s.Err()
+}
+
+// sample is one scrape of /metrics: series (name plus sorted label text,
+// as exposed) to value.
+type sample map[string]float64
+
+func (c *controllerProc) scrape() (sample, error) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + c.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	out := sample{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, s.Err()
+}
+
+// sum adds the series of metric name whose labels include every given
+// label="value" pair.
+func (s sample) sum(name string, labels ...string) float64 {
+	var total float64
+	for k, v := range s {
+		n, l, _ := strings.Cut(k, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, want := range labels {
+			if !strings.Contains(l, want) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// requestsByMethod is rest_client_requests_total summed per method label.
+func (s sample) requestsByMethod() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s {
+		n, l, _ := strings.Cut(k, "{")
+		if n != "rest_client_requests_total" {
+			continue
+		}
+		_, m, ok := strings.Cut(l, `method="`)
+		if !ok {
+			continue
+		}
+		m, _, _ = strings.Cut(m, `"`)
+		out[m] += v
+	}
+	return out
+}
+
+// diffMethods is after - before per method, dropping zeros.
+func diffMethods(before, after sample) map[string]float64 {
+	b, a := before.requestsByMethod(), after.requestsByMethod()
+	out := map[string]float64{}
+	for m, v := range a {
+		if d := v - b[m]; d != 0 {
+			out[m] = d
+		}
+	}
+	return out
+}
+
+func writesOf(m map[string]float64) float64 {
+	return m["POST"] + m["PUT"] + m["PATCH"] + m["DELETE"]
+}
+
+func total(m map[string]float64) float64 {
+	var t float64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// settle waits until the controller's request counters stop moving for
+// quiet, so that trailing writes (Events are sent asynchronously) count.
+func (c *controllerProc) settle(quiet, max time.Duration) (sample, error) {
+	deadline := time.Now().Add(max)
+	last, err := c.scrape()
+	if err != nil {
+		return nil, err
+	}
+	stableSince := time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		cur, err := c.scrape()
+		if err != nil {
+			return nil, err
+		}
+		if total(cur.requestsByMethod()) != total(last.requestsByMethod()) ||
+			cur.sum("workqueue_depth", `name="foo-controller"`) != 0 {
+			stableSince = time.Now()
+		}
+		last = cur
+		if time.Since(stableSince) >= quiet {
+			break
+		}
+	}
+	return last, nil
+}
