@@ -103,7 +103,6 @@ type Controller struct {
 	deployments       cache.MutationCache
 	deploymentsSynced cache.InformerSynced
 	foos              cache.MutationCache
-	foosIndexer       cache.Indexer
 	foosSynced        cache.InformerSynced
 
 	// workqueue serialises work per Foo: a key is never processed by two
@@ -151,8 +150,7 @@ func NewController(
 				Indexer: fooInformer.Informer().GetIndexer(),
 				TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
 			}),
-		foosIndexer: fooInformer.Informer().GetIndexer(),
-		foosSynced:  fooInformer.Informer().HasSynced,
+		foosSynced: fooInformer.Informer().HasSynced,
 		// Retry policy: a key whose sync fails is retried after 5ms, 10ms,
 		// 20ms, ... doubling up to 1000s, and all retries together are
 		// limited to 10/s with bursts of 100 (client-go's default controller
@@ -677,7 +675,7 @@ func (c *Controller) handleDeployment(obj any) {
 			c.workqueue.Add(cache.MetaObjectToName(foo))
 		}
 	}
-	foos, err := c.foosIndexer.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
+	foos, err := c.foos.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return

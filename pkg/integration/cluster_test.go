@@ -297,6 +297,32 @@ func (p *process) kill() {
 	<-p.done
 }
 
+// running reports whether the process has not exited yet.
+func (p *process) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// logLines returns the lines of the process's log that contain substr,
+// case-insensitively.
+func (p *process) logLines(substr string) []string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(strings.ToLower(l), strings.ToLower(substr)) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // tail returns the last n lines of the process's log.
 func (p *process) tail(n int) string {
 	b, err := os.ReadFile(p.log)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -172,7 +171,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 		t.Logf("deletionPolicy %s: create, converge, scale, converge, delete in %v", policy, time.Since(start).Round(time.Millisecond))
 	}
 
-	if !processRunning(ctrl) {
+	if !ctrl.running() {
 		t.Fatalf("the controller exited: %v", ctrl.err)
 	}
 	// A graceful stop releases the Lease (an update).
@@ -186,7 +185,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 	// Not one request was refused along the way: a refused Event or Lease
 	// update would not have kept the Foos from converging, only shown up
 	// here.
-	if lines := logLinesContaining(ctrl, "forbidden"); len(lines) > 0 {
+	if lines := ctrl.logLines("forbidden"); len(lines) > 0 {
 		t.Errorf("the controller was refused something:\n%s", strings.Join(lines, "\n"))
 	}
 }
@@ -291,10 +290,10 @@ func TestRBACWithoutARule(t *testing.T) {
 
 			// Still running and retrying a few seconds later.
 			time.Sleep(3 * time.Second)
-			if !processRunning(ctrl) {
+			if !ctrl.running() {
 				t.Fatalf("the controller exited: %v", ctrl.err)
 			}
-			lines := logLinesContaining(ctrl, "forbidden")
+			lines := ctrl.logLines("forbidden")
 			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, tc.want) && strings.Contains(l, s.ns) }) {
 				t.Errorf("the log does not show the Forbidden error; lines with \"forbidden\":\n%s", strings.Join(lines, "\n"))
 			}
@@ -787,51 +786,8 @@ func leaderElectionArgs(lease string) []string {
 }
 
 // startControllerAs runs the controller binary with the given kubeconfig,
-// on all namespaces (no -namespace), as it runs when deployed. It is
-// stopped gracefully (and must exit 0) when the test ends, before the
-// scenario's namespace is deleted; a failed test shows its log's tail.
+// on all namespaces (no -namespace), as it runs when deployed.
 func (s *scenario) startControllerAs(kubeconfig string, extraArgs ...string) *process {
 	s.t.Helper()
-	args := append([]string{"-kubeconfig=" + kubeconfig, "-v=4"}, extraArgs...)
-	logPath := filepath.Join(env.dir, fmt.Sprintf("controller-%s-sa-%d.log", s.ns, len(s.logs)))
-	p, err := startProcess("foo-controller", controllerBin, logPath, nil, args...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.logs = append(s.logs, logPath)
-	t := s.t
-	t.Cleanup(func() {
-		if err := p.stop(30 * time.Second); err != nil {
-			t.Errorf("controller did not shut down cleanly: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("controller log (%s), last lines:\n%s", p.log, p.tail(60))
-		}
-	})
-	return p
-}
-
-func processRunning(p *process) bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// logLinesContaining returns the lines of p's log that contain substr,
-// case-insensitively.
-func logLinesContaining(p *process, substr string) []string {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(strings.ToLower(l), strings.ToLower(substr)) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return s.launch(controllerBin, nil, append([]string{"-kubeconfig=" + kubeconfig, "-v=4"}, extraArgs...)...)
 }

@@ -66,16 +66,9 @@ func newScenario(t *testing.T) *scenario {
 	if _, err := s.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so it runs last: after every controller the test
+	// started has been stopped (see launch).
 	t.Cleanup(func() {
-		if s.controller != nil {
-			// Every test ends with a graceful stop, which must exit 0.
-			if err := s.controller.stop(30 * time.Second); err != nil {
-				t.Errorf("controller did not shut down cleanly: %v\n%s", err, s.controller.tail(30))
-			}
-		}
-		if t.Failed() && s.controller != nil {
-			t.Logf("controller log (%s), last lines:\n%s", s.controller.log, s.controller.tail(60))
-		}
 		_ = s.kube.CoreV1().Namespaces().Delete(context.Background(), s.ns, metav1.DeleteOptions{})
 	})
 	return s
@@ -93,13 +86,33 @@ func (s *scenario) startController(extraArgs ...string) *process {
 		"-metrics-bind-address=0",
 		"-health-probe-bind-address=0",
 	}, extraArgs...)
+	s.controller = s.launch(controllerBin, nil, args...)
+	return s.controller
+}
+
+// launch starts a controller process for this scenario, its log under
+// env.dir. When the test ends, a process still running gets a graceful stop
+// and must exit 0 (one the test already stopped or killed was judged by the
+// test); a failed test shows the tail of its log.
+func (s *scenario) launch(bin string, environ []string, args ...string) *process {
+	s.t.Helper()
 	logPath := filepath.Join(env.dir, fmt.Sprintf("controller-%s-%d.log", s.ns, len(s.logs)))
-	p, err := startProcess("foo-controller", controllerBin, logPath, nil, args...)
+	p, err := startProcess("foo-controller", bin, logPath, environ, args...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.controller = p
 	s.logs = append(s.logs, logPath)
+	t := s.t
+	t.Cleanup(func() {
+		if p.running() {
+			if err := p.stop(30 * time.Second); err != nil {
+				t.Errorf("controller did not shut down cleanly: %v\n%s", err, p.tail(30))
+			}
+		}
+		if t.Failed() {
+			t.Logf("controller log (%s), last lines:\n%s", p.log, p.tail(60))
+		}
+	})
 	return p
 }
 
@@ -348,17 +361,6 @@ func (s *scenario) fooEvents(name string) map[string]int {
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
-
-// countLogLines counts the lines of the current controller's log that
-// contain substr.
-func (s *scenario) countLogLines(substr string) int {
-	s.t.Helper()
-	b, err := os.ReadFile(s.controller.log)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return strings.Count(string(b), substr)
-}
 
 // createFoos creates n Foos of one replica, named prefix-000, prefix-001, ...
 // (each wanting a Deployment of the same name), and returns their names.

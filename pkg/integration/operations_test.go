@@ -340,16 +340,11 @@ func TestInClusterConfig(t *testing.T) {
 	}
 	const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 	script := `mount -t tmpfs tmpfs /run && mkdir -p ` + saDir + ` && cp "$FOO_SA_SRC"/* ` + saDir + `/ && exec "$0" "$@"`
-	logPath := filepath.Join(env.dir, "controller-"+s.ns+"-incluster.log")
-	p, err := startProcess("foo-controller (in-cluster)", "unshare", logPath, []string{
+	p := s.launch("unshare", []string{
 		"KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port(),
 		"KUBECONFIG=", "FOO_SA_SRC=" + src,
 	}, "--mount", "--propagation", "private", "sh", "-c", script, controllerBin,
 		"-namespace="+s.ns, "-v=4", "-metrics-bind-address=0", "-health-probe-bind-address=0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.controller = p // stopped (and required to exit 0) by the scenario's cleanup
 
 	// Leader election is on by default in-cluster, with its Lease in the
 	// pod's namespace (read from the mounted namespace file).

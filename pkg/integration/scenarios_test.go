@@ -394,11 +394,11 @@ func TestIdleMeansSilent(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	window := 3*resync + time.Second
-	syncsBefore := s.countLogLines("Finished syncing Foo")
+	syncsBefore := len(s.controller.logLines("Finished syncing Foo"))
 	from := time.Now()
 	time.Sleep(window)
 	reqs := s.controllerRequests(from, time.Now())
-	syncs := s.countLogLines("Finished syncing Foo") - syncsBefore
+	syncs := len(s.controller.logLines("Finished syncing Foo")) - syncsBefore
 	writes := writesOf(reqs)
 	t.Logf("over %v idle: %d syncs (resyncs of %d Foos), %d requests, %d writes%s", window, syncs, n, len(reqs), len(writes), summarize(reqs))
 	// Silence must come from syncs that found nothing to do, not from
