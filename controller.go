@@ -28,6 +28,7 @@ import (
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/corrections"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/metrics"
@@ -65,6 +66,14 @@ const (
 	// would otherwise hold the process until it is killed). It fits within
 	// a Pod's default 30s termination grace period.
 	shutdownGracePeriod = 20 * time.Second
+
+	// correctionBurst and correctionEvery limit how often a Foo's
+	// Deployment is put back while its Foo stays the same: a few one-off
+	// edits (kubectl scale, kubectl edit) are undone at once, but a client
+	// that keeps changing it gets one answer per second, not one per
+	// change (see pkg/corrections and docs/reliability.md).
+	correctionBurst = 5
+	correctionEvery = time.Second
 )
 
 // Event reasons. Events are recorded only when the controller changes
@@ -76,6 +85,9 @@ const (
 	reasonAdopted  = "Adopted"
 	reasonPruned   = "Pruned"
 	reasonOrphaned = "Orphaned"
+	// reasonContested (a Warning) says that something else keeps changing
+	// a Deployment the controller manages.
+	reasonContested = "Contested"
 )
 
 // Controller keeps each Foo's Deployment in the declared shape and reports
@@ -109,8 +121,12 @@ type Controller struct {
 	// workers at once, and a key added many times while waiting is
 	// processed once. Failed keys come back through its rate limiter.
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	recorder  events.EventRecorder
-	clock     clock.PassiveClock
+	// corrections bounds how often one Foo's Deployment is put back after
+	// someone else changed it: correctionBurst at once, then one per
+	// correctionEvery, afresh whenever the Foo's generation changes.
+	corrections *corrections.Limiter[cache.ObjectName]
+	recorder    events.EventRecorder
+	clock       clock.PassiveClock
 }
 
 // NewController wires the controller to the given informers. It registers
@@ -160,8 +176,9 @@ func NewController(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName},
 		),
-		recorder: recorder,
-		clock:    clock.RealClock{},
+		corrections: corrections.New[cache.ObjectName](correctionEvery, correctionBurst),
+		recorder:    recorder,
+		clock:       clock.RealClock{},
 	}
 
 	logger.V(4).Info("Setting up event handlers")
@@ -269,6 +286,11 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 // HasSynced reports whether both informer caches have synced.
 func (c *Controller) HasSynced() bool { return c.deploymentsSynced() && c.foosSynced() }
 
+// errCorrectionDelayed is how syncDeployment says that it held back a
+// correction (see corrections) and scheduled the key for later: nothing
+// more to do in this sync, and nothing failed.
+var errCorrectionDelayed = errors.New("correction delayed")
+
 // errPanic marks an error that stands for a recovered panic.
 var errPanic = errors.New("panic in syncHandler")
 
@@ -340,6 +362,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		// Deleted. The garbage collector removes its Deployment (with the
 		// Orphan policy, finalize removed the owner reference first).
 		logger.V(4).Info("Foo no longer exists")
+		c.corrections.Forget(key)
 		return nil
 	}
 
@@ -351,6 +374,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 	obs, err := c.syncDeployment(ctx, foo)
+	if errors.Is(err, errCorrectionDelayed) {
+		return nil // the key is already scheduled for the correction
+	}
 	if err != nil {
 		if !isPermanent(err) {
 			return err
@@ -414,6 +440,26 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	if len(drift) == 0 {
 		return reconcile.Observation{Deployment: dep}, nil
 	}
+	// Someone changed our Deployment. Put it back, but if they keep doing
+	// so, only as often as the corrections limiter allows: the key comes
+	// back when the limiter has a token. Meanwhile the Deployment's status
+	// describes a spec we are about to replace, so the Foo's status is
+	// left as it is; and the user hears about the fight once, not once
+	// per correction.
+	key := cache.MetaObjectToName(foo)
+	fight := c.corrections.Reserve(key, foo.Generation, c.clock.Now())
+	if fight.Wait > 0 {
+		logger.V(2).Info("Deployment keeps being changed by someone else; delaying the next correction",
+			"deployment", klog.KObj(dep), "drift", drift, "after", fight.Wait)
+		metrics.CorrectionsDelayed.Inc()
+		if fight.FirstRefusal {
+			c.recorder.Eventf(foo, dep, corev1.EventTypeWarning, reasonContested, "CorrectDeployment",
+				"Deployment %s keeps being changed by another client (%v); putting it back at most once per %v",
+				dep.Name, drift, correctionEvery)
+		}
+		c.workqueue.AddAfter(key, fight.Wait)
+		return reconcile.Observation{}, errCorrectionDelayed
+	}
 	updated, err := c.applyDeployment(ctx, foo)
 	if err != nil {
 		return reconcile.Observation{}, err
@@ -432,6 +478,8 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	}
 	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
 	switch {
+	case fight.Contested:
+		// Reported once, when the fight began.
 	case ownership == reconcile.Orphaned:
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
 			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
@@ -510,6 +558,8 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 
 	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", after.Status, "reason", after.Reason,
+		"availableReplicas", want.AvailableReplicas, "observedGeneration", want.ObservedGeneration)
 	if warningReasons[after.Reason] && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		var related runtime.Object
 		if obs.Deployment != nil {

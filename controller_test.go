@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,6 +55,8 @@ type fixture struct {
 	// Objects in the fake API servers (usually the same as the caches).
 	kubeobjects []runtime.Object
 	objects     []runtime.Object
+	// The informers' indexers, for tests that play later watch events.
+	fooIndexer, deploymentIndexer cache.Indexer
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -121,6 +124,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		f.t.Fatalf("NewController: %v", err)
 	}
 	c.clock = testingclock.NewFakePassiveClock(fixedNow)
+	f.fooIndexer = i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer()
+	f.deploymentIndexer = k8sI.Apps().V1().Deployments().Informer().GetIndexer()
 
 	for _, foo := range f.foos {
 		if err := i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer().Add(foo); err != nil {
@@ -485,6 +490,97 @@ func TestSyncCorrectsDrift(t *testing.T) {
 				t.Errorf("applied Deployment still drifts: %v", reconcile.Drift(foo, d))
 			}
 		})
+	}
+}
+
+func TestSyncCorrectionsAreRateLimited(t *testing.T) {
+	// Another client keeps scaling our Deployment to 7: each sync sees it
+	// changed again (a newer object in the informer cache).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	clk := testingclock.NewFakeClock(fixedNow)
+	c.clock = clk
+	rv := 1000
+	fight := func() {
+		t.Helper()
+		rv++
+		changed := dep.DeepCopy()
+		changed.ResourceVersion = strconv.Itoa(rv)
+		changed.Spec.Replicas = ptr.To[int32](7)
+		if err := f.deploymentIndexer.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applies := func() int {
+		n := 0
+		for _, a := range f.kubeclient.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "deployments" {
+				n++
+			}
+		}
+		return n
+	}
+
+	for i := range correctionBurst + 3 {
+		fight()
+		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	if got := applies(); got != correctionBurst {
+		t.Errorf("a fight of %d changes at one instant got %d corrections, want the burst of %d",
+			correctionBurst+3, got, correctionBurst)
+	}
+	if c.workqueue.Len() != 0 {
+		t.Errorf("a delayed correction must wait, not be queued at once (queue length %d)", c.workqueue.Len())
+	}
+	// One Event per correction until the fight is noticed, then one
+	// Warning, then silence.
+	wantEvents := slices.Repeat([]string{"Normal Scaled"}, correctionBurst)
+	assertEvents(t, drainEvents(f.recorder), append(wantEvents, "Warning Contested")...)
+	if n := len(f.client.Actions()); n != 0 {
+		t.Errorf("the Foo's status must not follow a Deployment about to be put back: %s", describeAll(f.client.Actions()))
+	}
+
+	// One period later there is a token for one more.
+	clk.Step(correctionEvery)
+	fight()
+	fight()
+	for range 2 {
+		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := applies(); got != correctionBurst+1 {
+		t.Errorf("after one period: %d corrections, want %d", got, correctionBurst+1)
+	}
+	assertEvents(t, drainEvents(f.recorder))
+
+	// The user scales the Foo: what it declares changed, so the change is
+	// applied at once, however long the fight has gone on.
+	stored, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := stored.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Generation = 2
+	if _, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fooIndexer.Update(scaled); err != nil {
+		t.Fatal(err)
+	}
+	fight()
+	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if got := applies(); got != correctionBurst+2 {
+		t.Errorf("a new generation must be applied at once: %d applies, want %d", got, correctionBurst+2)
 	}
 }
 

@@ -61,6 +61,15 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	}, []string{"resource"})
 
+	// CorrectionsDelayed counts Deployment corrections held back because
+	// the same Deployment was put back too often (pkg/corrections).
+	CorrectionsDelayed = k8smetrics.NewCounter(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "corrections_delayed_total",
+		Help:           "Deployment corrections delayed because something else keeps changing the same Deployment. A rise means a fight with another writer.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
 	// Leader is 1 while this process holds the leader lease (or runs
 	// without leader election), else 0.
 	Leader = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
@@ -84,7 +93,7 @@ var registerOnce sync.Once
 // Register registers the metrics (once) and sets build_info.
 func Register(version string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, Leader, BuildInfo)
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, BuildInfo)
 	})
 	BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
