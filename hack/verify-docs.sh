@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Checks that the documentation points at things that exist: every relative
 # link in a Markdown file resolves to a file or directory in the repository,
-# every "#heading" anchor into a Markdown file matches a heading there, and
+# every "#heading" anchor into a Markdown file matches a heading there,
 # every test (`TestX`, `FuzzX`) or package identifier (`reconcile.X`) named
-# in backquotes exists in the Go code. (External https:// links are not
+# in backquotes exists in the Go code, and so does every lower-camel-case
+# name in backquotes outside code blocks (`syncHandler`, `handleErr`), unless
+# it is an API field name (see below). (External https:// links are not
 # checked: CI has no internet.)
 set -o errexit -o nounset -o pipefail
 
@@ -67,6 +69,30 @@ for md in files:
     for pkg, name in set(re.findall(r"`(\w+)\.([A-Z]\w*)`", text)):
         if pkg in pkgs and pkg not in funcs.get(name, set()):
             print(f"{md}: names missing {pkg}.{name}")
+            bad += 1
+
+# Lower-camel-case names in backquotes are either our Go identifiers
+# (functions, methods, types, variables, constants, struct fields) or API
+# field names. A field name passes if our types declare it (a json tag), a
+# manifest in the repository uses it as a key, or it is one of the
+# Kubernetes names below; anything else must be declared in the Go code, so
+# that renaming a function breaks the docs that name it. Code blocks are
+# skipped: they hold examples, such as the new code in adding-a-field.md.
+field_names = {"blockOwnerDeletion", "deletionTimestamp", "foregroundDeletion", "managedFields",
+             "ownerReferences", "resourceVersion", "scaleTargetRef"}
+for g in go_files:
+    for m in re.finditer(r'json:"(\w+)', open(g, encoding="utf-8").read()):
+        field_names.add(m.group(1))
+yaml_files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.yaml", "*.yml"],
+                            capture_output=True, text=True, check=True).stdout.split()
+for y in yaml_files:
+    for m in re.finditer(r"^[\s-]*(\w+):", open(y, encoding="utf-8").read(), re.M):
+        field_names.add(m.group(1))
+for md in files:
+    text = re.sub(r"```.*?```", "", open(md, encoding="utf-8").read(), flags=re.S)
+    for name in sorted(set(re.findall(r"`([a-z][a-z0-9]*[A-Z]\w*)`", text))):
+        if name not in funcs and name not in field_names:
+            print(f"{md}: names missing {name}")
             bad += 1
 if bad:
     sys.exit(f"verify-docs: {bad} broken reference(s)")

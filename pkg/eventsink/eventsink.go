@@ -21,6 +21,8 @@ import (
 // sync.WaitGroup: writes may start while Wait is waiting, which a
 // WaitGroup does not allow.)
 type Tracked struct {
+	// Sink does the writing; usually an events.EventSinkImpl over the
+	// Events client.
 	Sink events.EventSink
 
 	mu       sync.Mutex

@@ -30,11 +30,21 @@ import (
 
 // Config configures the election. See the -leader-elect-* flags.
 type Config struct {
+	// LeaseName and LeaseNamespace name the coordination.k8s.io Lease that
+	// every replica campaigns for; replicas that should stand in for each
+	// other must use the same one.
 	LeaseName      string
 	LeaseNamespace string
-	LeaseDuration  time.Duration
-	RenewDeadline  time.Duration
-	RetryPeriod    time.Duration
+	// LeaseDuration is how long after the leader's last renewal a standby
+	// may take the Lease over; it bounds the hand-over when a leader dies
+	// without releasing the Lease.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps failing to renew before it
+	// stops working. It must end before LeaseDuration does (see Validate).
+	RenewDeadline time.Duration
+	// RetryPeriod is how often candidates try to acquire the Lease and the
+	// leader renews it.
+	RetryPeriod time.Duration
 	// Identity names this process in the Lease; unique per process.
 	Identity string
 	// OnLeading is called with true when this process starts leading and

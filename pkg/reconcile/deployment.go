@@ -30,7 +30,8 @@ const (
 	// server applies those defaults; these are used only if a Foo reaches
 	// the controller without them (e.g. one stored before the default
 	// existed).
-	DefaultImage    = "nginx:1.27"
+	DefaultImage = "nginx:1.27"
+	// DefaultReplicas is the replica count of a Foo without one (see DefaultImage).
 	DefaultReplicas = int32(1)
 )
 

@@ -18,19 +18,23 @@ const FooKind = "Foo"
 type Ownership int
 
 const (
-	// Foreign: someone else's Deployment. The controller must not touch it.
+	// Foreign is someone else's Deployment. The controller must not touch
+	// it. It is the zero value, so that an undecided case is the safe one.
 	Foreign Ownership = iota
-	// Owned: controlled by this Foo (controller owner reference with its UID).
+	// Owned is a Deployment controlled by this Foo (a controller owner
+	// reference with its UID).
 	Owned
-	// Orphaned: created for this Foo (it carries the Foo's UID label) but its
-	// owner reference has been removed; the controller adopts it back.
+	// Orphaned is a Deployment created for this Foo (it carries the Foo's
+	// UID label and selector) whose owner reference has been removed; the
+	// controller adopts it back.
 	Orphaned
-	// Superseded: controlled by an earlier Foo of the same name, deleted and
-	// since recreated. The garbage collector is about to delete it; the new
-	// Foo waits instead of reporting a conflict.
+	// Superseded is a Deployment controlled by an earlier Foo of the same
+	// name, deleted and since recreated. The garbage collector is about to
+	// delete it; the new Foo waits instead of reporting a conflict.
 	Superseded
 )
 
+// String names the Ownership, for logs and test failures.
 func (o Ownership) String() string {
 	switch o {
 	case Owned:

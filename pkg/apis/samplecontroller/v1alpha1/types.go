@@ -22,8 +22,13 @@ type Foo struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Spec is the desired state: the Deployment the user declares.
+	//
 	// +required
 	Spec FooSpec `json:"spec"`
+	// Status is the observed state, written only by the controller, through
+	// the status subresource.
+	//
 	// +optional
 	Status FooStatus `json:"status,omitempty"`
 }
@@ -158,5 +163,6 @@ type FooList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 
+	// Items are the Foos in the list.
 	Items []Foo `json:"items"`
 }

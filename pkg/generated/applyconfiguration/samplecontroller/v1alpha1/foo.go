@@ -32,8 +32,11 @@ import (
 type FooApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                             *FooSpecApplyConfiguration   `json:"spec,omitempty"`
-	Status                           *FooStatusApplyConfiguration `json:"status,omitempty"`
+	// Spec is the desired state: the Deployment the user declares.
+	Spec *FooSpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the observed state, written only by the controller, through
+	// the status subresource.
+	Status *FooStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // Foo constructs a declarative configuration of the Foo type for use with
