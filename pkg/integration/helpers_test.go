@@ -37,6 +37,7 @@ import (
 type scenario struct {
 	t          *testing.T
 	ctx        context.Context
+	cl         *cluster // the control plane: env, or a test's private one
 	ns         string
 	kube       kubernetes.Interface
 	foos       clientset.Interface
@@ -45,17 +46,21 @@ type scenario struct {
 	logs       []string // controller logs, one per process started
 }
 
-func newScenario(t *testing.T) *scenario {
+// newScenario starts a scenario on the shared control plane.
+func newScenario(t *testing.T) *scenario { return newScenarioOn(t, env) }
+
+// newScenarioOn starts a scenario on the given control plane.
+func newScenarioOn(t *testing.T, cl *cluster) *scenario {
 	t.Helper()
-	s := &scenario{t: t, ctx: t.Context()}
+	s := &scenario{t: t, ctx: t.Context(), cl: cl}
 	var err error
-	if s.kube, err = kubernetes.NewForConfig(env.admin); err != nil {
+	if s.kube, err = kubernetes.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
 	}
-	if s.foos, err = clientset.NewForConfig(env.admin); err != nil {
+	if s.foos, err = clientset.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
 	}
-	if s.dyn, err = dynamic.NewForConfig(env.admin); err != nil {
+	if s.dyn, err = dynamic.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
 	}
 	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
@@ -78,7 +83,7 @@ func newScenario(t *testing.T) *scenario {
 func (s *scenario) startController(extraArgs ...string) *process {
 	s.t.Helper()
 	args := append([]string{
-		"-kubeconfig=" + env.ctrlKC,
+		"-kubeconfig=" + s.cl.ctrlKC,
 		"-namespace=" + s.ns,
 		"-v=4",
 		// Several controllers run at once: no fixed ports (a test that
@@ -91,12 +96,12 @@ func (s *scenario) startController(extraArgs ...string) *process {
 }
 
 // launch starts a controller process for this scenario, its log under
-// env.dir. When the test ends, a process still running gets a graceful stop
+// the cluster's directory. When the test ends, a process still running gets a graceful stop
 // and must exit 0 (one the test already stopped or killed was judged by the
 // test); a failed test shows the tail of its log.
 func (s *scenario) launch(bin string, environ []string, args ...string) *process {
 	s.t.Helper()
-	logPath := filepath.Join(env.dir, fmt.Sprintf("controller-%s-%d.log", s.ns, len(s.logs)))
+	logPath := filepath.Join(s.cl.dir, fmt.Sprintf("controller-%s-%d.log", s.ns, len(s.logs)))
 	p, err := startProcess("foo-controller", bin, logPath, environ, args...)
 	if err != nil {
 		s.t.Fatal(err)
@@ -114,6 +119,29 @@ func (s *scenario) launch(bin string, environ []string, args ...string) *process
 		}
 	})
 	return p
+}
+
+// privateCluster starts a control plane for this test alone, for faults
+// that would disturb the other tests (restarting the API server or etcd,
+// compacting etcd). It costs about ten seconds and is stopped when the test
+// ends; its logs are kept with the shared cluster's.
+func privateCluster(t *testing.T, opts clusterOptions) *cluster {
+	t.Helper()
+	dir := filepath.Join(env.dir, "cluster-"+strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cl, err := startCluster(t.Context(), repoRoot, env.testbin, dir, opts)
+	if cl != nil {
+		// After every scenario cleanup (registered later, so run earlier).
+		t.Cleanup(cl.stop)
+	}
+	if err != nil {
+		t.Fatalf("private control plane: %v", err)
+	}
+	t.Logf("private control plane up in %v (logs in %s)", time.Since(start).Round(time.Millisecond), dir)
+	return cl
 }
 
 // eventually polls cond until it reports done, failing the test with the
@@ -239,8 +267,8 @@ func (s *scenario) runningPods(foo *samplev1alpha1.Foo) int {
 
 // kubectl runs the real kubectl as the admin.
 func (s *scenario) kubectl(args ...string) (string, error) {
-	cmd := exec.CommandContext(s.ctx, filepath.Join(env.testbin, "kubectl"),
-		append([]string{"--kubeconfig=" + env.adminKC, "--namespace=" + s.ns}, args...)...)
+	cmd := exec.CommandContext(s.ctx, filepath.Join(s.cl.testbin, "kubectl"),
+		append([]string{"--kubeconfig=" + s.cl.adminKC, "--namespace=" + s.ns}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -280,7 +308,7 @@ func (e auditEvent) resource() string {
 // controller for this scenario's namespace in [from, to), one per request.
 func (s *scenario) controllerRequests(from, to time.Time) []auditEvent {
 	s.t.Helper()
-	f, err := os.Open(env.auditLog)
+	f, err := os.Open(s.cl.auditLog)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -392,4 +420,58 @@ func (s *scenario) waitAllConverged(names []string, timeout time.Duration) {
 	for _, name := range names {
 		s.waitConverged(name, timeout)
 	}
+}
+
+// invariants checks, in one pass over the namespace, what must hold once
+// the controller has caught up, whatever happened before: every Foo has
+// converged (see converged) and controls exactly one Deployment, the one
+// its spec names; no Deployment is controlled by a Foo that no longer
+// exists; no Foo is stuck terminating. Deployments with no controller (kept
+// by the Orphan policy) are allowed.
+func (s *scenario) invariants() (bool, string) {
+	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	byUID := map[string]*samplev1alpha1.Foo{}
+	for i := range foos.Items {
+		byUID[string(foos.Items[i].UID)] = &foos.Items[i]
+	}
+	controlled := map[string][]string{} // Foo name -> its Deployments
+	var problems []string
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		ref := reconcile.ControllerFoo(d)
+		if ref == nil {
+			continue
+		}
+		foo := byUID[string(ref.UID)]
+		if foo == nil {
+			problems = append(problems, fmt.Sprintf("Deployment %s is controlled by a Foo that no longer exists (%s)", d.Name, ref.Name))
+			continue
+		}
+		controlled[foo.Name] = append(controlled[foo.Name], d.Name)
+	}
+	for i := range foos.Items {
+		foo := &foos.Items[i]
+		if foo.DeletionTimestamp != nil {
+			problems = append(problems, fmt.Sprintf("Foo %s is terminating (finalizers %v)", foo.Name, foo.Finalizers))
+			continue
+		}
+		if got := controlled[foo.Name]; len(got) != 1 || got[0] != foo.Spec.DeploymentName {
+			problems = append(problems, fmt.Sprintf("Foo %s controls Deployments %v, want [%s]", foo.Name, got, foo.Spec.DeploymentName))
+			continue
+		}
+		if ok, state := s.converged(foo.Name); !ok {
+			problems = append(problems, fmt.Sprintf("Foo %s: %s", foo.Name, state))
+		}
+	}
+	if len(problems) > 5 {
+		problems = append(problems[:5], fmt.Sprintf("... and %d more", len(problems)-5))
+	}
+	return len(problems) == 0, strings.Join(problems, "; ")
 }

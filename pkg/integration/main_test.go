@@ -63,7 +63,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 
-	env, err = startCluster(ctx, repoRoot, testbin, dir)
+	env, err = startCluster(ctx, repoRoot, testbin, dir, clusterOptions{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		if env != nil {

@@ -359,50 +359,6 @@ func TestInClusterConfig(t *testing.T) {
 	s.waitConverged("web", time.Minute)
 }
 
-// slowProxy forwards loopback TCP connections to target, delaying every
-// chunk by delay in both directions: a slow network between the controller
-// and the API server.
-func slowProxy(t *testing.T, target string, delay time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	pipe := func(dst, src net.Conn) {
-		defer func() { _ = dst.Close() }()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				time.Sleep(delay)
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			go pipe(up, c)
-			go pipe(c, up)
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestReadyzWaitsForCacheSync puts a slow network between the controller
 // and the API server, so that the initial list and watch take seconds:
 // /readyz must fail in that window, naming the reason, and pass after, while
@@ -414,15 +370,7 @@ func TestReadyzWaitsForCacheSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := slowProxy(t, u.Host, 300*time.Millisecond)
-	kc, err := os.ReadFile(env.ctrlKC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowKC := filepath.Join(t.TempDir(), "slow.kubeconfig")
-	if err := os.WriteFile(slowKC, []byte(strings.ReplaceAll(string(kc), u.Host, proxy)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	slowKC := newProxy(t, u.Host, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
 	probe := freeAddr(t)
 	s.startController("-kubeconfig="+slowKC, "-health-probe-bind-address="+probe)
 

@@ -430,34 +430,9 @@ func TestRestartMidway(t *testing.T) {
 
 	// No duplicates, no orphans: exactly one Deployment per Foo, each
 	// controlled by its Foo.
-	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners := map[string]string{}
-	for _, f := range foos.Items {
-		owners[string(f.UID)] = f.Name
-	}
-	all, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	perFoo := map[string]int{}
-	for _, d := range all.Items {
-		ref := reconcile.ControllerFoo(&d)
-		if ref == nil || owners[string(ref.UID)] == "" {
-			t.Errorf("Deployment %s has no live controlling Foo: %+v", d.Name, d.OwnerReferences)
-			continue
-		}
-		perFoo[owners[string(ref.UID)]]++
-	}
-	for name, count := range perFoo {
-		if count != 1 {
-			t.Errorf("Foo %s controls %d Deployments", name, count)
-		}
-	}
-	if len(all.Items) != n || len(perFoo) != n {
-		t.Errorf("%d Deployments for %d Foos (%d with a Deployment)", len(all.Items), n, len(perFoo))
+	s.eventually(time.Minute, "the invariants", s.invariants)
+	if all, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{}); err != nil || len(all.Items) != n {
+		t.Errorf("want %d Deployments for %d Foos: %d, %v", n, n, len(all.Items), err)
 	}
 }
 

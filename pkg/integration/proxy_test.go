@@ -1,0 +1,126 @@
+//go:build integration
+
+package integration
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tcpProxy forwards loopback TCP connections to a target: the network
+// between the controller and the API server, which a test can slow down or
+// cut.
+type tcpProxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	delay  time.Duration // added to every chunk, in both directions
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while cut
+	conns map[net.Conn]struct{}
+}
+
+func newProxy(t *testing.T, target string, delay time.Duration) *tcpProxy {
+	t.Helper()
+	p := &tcpProxy{t: t, addr: "127.0.0.1:0", target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	p.listen()
+	t.Cleanup(func() { p.setCut(true) })
+	return p
+}
+
+func (p *tcpProxy) listen() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.addr, p.ln = ln.Addr().String(), ln
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+}
+
+func (p *tcpProxy) serve(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go p.pipe(up, c)
+	p.pipe(c, up)
+}
+
+func (p *tcpProxy) pipe(dst, src net.Conn) {
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			time.Sleep(p.delay)
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// setCut cuts the network or restores it. A cut closes every open
+// connection (every watch breaks at once) and refuses new ones, as when the
+// API server's address is unreachable; restoring listens on the same
+// address again.
+func (p *tcpProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case cut && p.ln != nil:
+		_ = p.ln.Close()
+		p.ln = nil
+		for c := range p.conns {
+			_ = c.Close()
+		}
+	case !cut && p.ln == nil:
+		p.listen()
+	}
+}
+
+// kubeconfigVia writes a copy of kubeconfig whose server is reached through
+// the proxy (the certificates stay valid: the proxy does not terminate TLS).
+func (p *tcpProxy) kubeconfigVia(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	kc, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(kc), p.target) {
+		t.Fatalf("kubeconfig %s does not name %s", kubeconfig, p.target)
+	}
+	path := filepath.Join(t.TempDir(), "proxied.kubeconfig")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(kc), p.target, p.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
