@@ -74,6 +74,14 @@ const (
 	// change (see pkg/corrections and docs/reliability.md).
 	correctionBurst = 5
 	correctionEvery = time.Second
+
+	// statusProgressInterval is how long a status change that only moves
+	// replica counts may wait to be written with the next one. A rollout
+	// changes the Deployment's status several times before it is
+	// available; writing each costs a request per change per Foo, and the
+	// transitions that matter (Ready, a new generation, a new reason) are
+	// written at once anyway.
+	statusProgressInterval = 2 * time.Second
 )
 
 // Event reasons. Events are recorded only when the controller changes
@@ -125,6 +133,9 @@ type Controller struct {
 	// someone else changed it: correctionBurst at once, then one per
 	// correctionEvery, afresh whenever the Foo's generation changes.
 	corrections *corrections.Limiter[cache.ObjectName]
+	// statusPacer holds back status writes that only move counts (see
+	// reconcile.ProgressOnly) to one per statusProgressInterval per Foo.
+	statusPacer *statusPacer
 	recorder    events.EventRecorder
 	clock       clock.PassiveClock
 }
@@ -177,6 +188,7 @@ func NewController(
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName},
 		),
 		corrections: corrections.New[cache.ObjectName](correctionEvery, correctionBurst),
+		statusPacer: &statusPacer{last: map[cache.ObjectName]time.Time{}},
 		recorder:    recorder,
 		clock:       clock.RealClock{},
 	}
@@ -363,6 +375,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		// Orphan policy, finalize removed the owner reference first).
 		logger.V(4).Info("Foo no longer exists")
 		c.corrections.Forget(key)
+		c.statusPacer.forget(key)
 		return nil
 	}
 
@@ -546,6 +559,17 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	if reconcile.StatusEqual(foo.Status, want) {
 		return nil
 	}
+	key := cache.MetaObjectToName(foo)
+	if reconcile.ProgressOnly(foo.Status, want) {
+		// Only counts moved: write them together with whatever comes next,
+		// at most every statusProgressInterval. The key comes back then,
+		// unless a change worth writing at once brings it back earlier.
+		if wait := c.statusPacer.wait(key, c.clock.Now()); wait > 0 {
+			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
+			c.workqueue.AddAfter(key, wait)
+			return nil
+		}
+	}
 	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
 		reconcile.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if apierrors.IsNotFound(err) {
@@ -555,6 +579,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		return fmt.Errorf("writing status: %w", err)
 	}
 	c.foos.Mutation(trimmed(updated))
+	c.statusPacer.wrote(key, c.clock.Now())
 
 	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
@@ -810,4 +835,33 @@ func replicasOf(dep *appsv1.Deployment) int32 {
 		return 1
 	}
 	return *dep.Spec.Replicas
+}
+
+// statusPacer remembers when each Foo's status was last written.
+type statusPacer struct {
+	mu   sync.Mutex
+	last map[cache.ObjectName]time.Time
+}
+
+// wait returns how long a progress-only write for key must still wait.
+func (p *statusPacer) wait(key cache.ObjectName, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.last[key]
+	if !ok {
+		return 0
+	}
+	return max(0, statusProgressInterval-now.Sub(last))
+}
+
+func (p *statusPacer) wrote(key cache.ObjectName, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last[key] = now
+}
+
+func (p *statusPacer) forget(key cache.ObjectName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, key)
 }

@@ -757,6 +757,59 @@ func TestSyncStatusFollowsDeployment(t *testing.T) {
 	}
 }
 
+func TestSyncPacesProgressOnlyStatus(t *testing.T) {
+	// A rollout of 3 replicas, watched step by step.
+	foo := newFoo("a", 3)
+	dep := ownedDeployment(foo)
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 1}
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	clk := testingclock.NewFakeClock(fixedNow)
+	c.clock = clk
+	rv := 100
+	step := func(updated, available int32) {
+		t.Helper()
+		rv++
+		d := dep.DeepCopy()
+		d.ResourceVersion = strconv.Itoa(rv)
+		d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = updated, available, available
+		if err := f.deploymentIndexer.Update(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := func() int { return len(f.client.Actions()) }
+
+	step(2, 0) // the first change since the controller started: written
+	if writes() != 1 {
+		t.Fatalf("first progress update: %d writes, want 1", writes())
+	}
+	step(3, 0) // counts only, right after: held back
+	step(3, 1)
+	if writes() != 1 {
+		t.Errorf("progress-only updates within %v of the last write must wait: %d writes", statusProgressInterval, writes())
+	}
+	if c.workqueue.Len() != 0 {
+		t.Error("the held-back update must come back after a delay, not at once")
+	}
+	clk.Step(statusProgressInterval)
+	step(3, 2) // the interval has passed: written
+	if writes() != 2 {
+		t.Errorf("a progress update after the interval: %d writes, want 2", writes())
+	}
+	step(3, 3) // Ready flips: written at once
+	if writes() != 3 {
+		t.Errorf("Ready flipping must be written at once: %d writes, want 3", writes())
+	}
+	if st := appliedStatus(t, f.client.Actions()[2:]); readyOf(t, st).Status != metav1.ConditionTrue || st.AvailableReplicas != 3 {
+		t.Errorf("last status written: %+v", st)
+	}
+}
+
 func TestSyncOrphanPolicyAddsFinalizer(t *testing.T) {
 	foo := newFoo("a", 1)
 	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan

@@ -481,3 +481,63 @@ func TestWantsOrphanFinalizer(t *testing.T) {
 		t.Error("Orphan policy needs the finalizer")
 	}
 }
+
+func TestProgressOnly(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	foo := testFoo()
+	rollingOut := func(updated, available int32) *appsv1.Deployment {
+		d := rolledOut(foo)
+		d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.ReadyReplicas = updated, available, available
+		return d
+	}
+	// statusAfter is the status the controller computes from dep for a
+	// Foo whose current status is have.
+	statusAfter := func(have samplev1alpha1.FooStatus, dep *appsv1.Deployment) samplev1alpha1.FooStatus {
+		f := foo.DeepCopy()
+		f.Status = have
+		return Status(f, Observation{Deployment: dep}, now)
+	}
+	none := samplev1alpha1.FooStatus{}
+	progressing := statusAfter(none, rollingOut(0, 0))
+	halfway := statusAfter(progressing, rollingOut(1, 0))
+	available := statusAfter(halfway, rollingOut(2, 2))
+	nextGen := foo.DeepCopy()
+	nextGen.Generation++
+	nextGen.Status = halfway
+
+	tests := []struct {
+		name       string
+		have, want samplev1alpha1.FooStatus
+		progress   bool
+	}{
+		{"first status", none, progressing, false},
+		{"counts and message of a rollout", progressing, halfway, true},
+		{"Ready flips", halfway, available, false},
+		{"a new generation", halfway, Status(nextGen, Observation{Deployment: rollingOut(1, 0)}, now), false},
+		{"a new reason", halfway, func() samplev1alpha1.FooStatus {
+			f := foo.DeepCopy()
+			f.Status = halfway
+			return Status(f, Observation{ApplyError: errors.New("quota exceeded")}, now)
+		}(), false},
+		{"a conflict", halfway, func() samplev1alpha1.FooStatus {
+			f := foo.DeepCopy()
+			f.Status = halfway
+			return Status(f, Observation{Deployment: rolledOut(foo), Conflict: true}, now)
+		}(), false},
+		{"counts of an available Foo", available, statusAfter(available, func() *appsv1.Deployment {
+			d := rolledOut(foo)
+			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 3, 3, 3 // one more, not yet available
+			return d
+		}()), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if StatusEqual(tc.have, tc.want) {
+				t.Fatalf("the case must be a change:\n%+v", tc.want)
+			}
+			if got := ProgressOnly(tc.have, tc.want); got != tc.progress {
+				t.Errorf("ProgressOnly = %v, want %v\nhave %+v\nwant %+v", got, tc.progress, tc.have, tc.want)
+			}
+		})
+	}
+}

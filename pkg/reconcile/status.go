@@ -98,6 +98,23 @@ func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
 	return false
 }
 
+// ProgressOnly reports whether want differs from have only in how far a
+// rollout has got: the replica counts and the Ready message, with the same
+// generation, Ready status and reason. A rollout produces many such changes
+// and nobody acts on them, so the controller writes them at most every so
+// often; any other change (a new generation, Ready flipping, a new reason)
+// is written at once.
+func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
+	if have.ObservedGeneration != want.ObservedGeneration || have.Selector != want.Selector ||
+		len(have.Conditions) != len(want.Conditions) {
+		return false
+	}
+	h := meta.FindStatusCondition(have.Conditions, samplev1alpha1.ConditionReady)
+	w := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	return h != nil && w != nil && h.Status == w.Status && h.Reason == w.Reason &&
+		h.ObservedGeneration == w.ObservedGeneration
+}
+
 // StatusEqual reports whether two statuses are the same, so that the
 // controller writes status only when something in it changed.
 func StatusEqual(a, b samplev1alpha1.FooStatus) bool {
