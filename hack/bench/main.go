@@ -41,6 +41,9 @@ type options struct {
 	idle        time.Duration
 	concurrency int
 	timeout     time.Duration
+	// controllerArgs are extra controller flags, for experiments only: the
+	// figures in docs/performance.md are for the defaults.
+	controllerArgs []string
 }
 
 type report struct {
@@ -62,6 +65,8 @@ func main() {
 		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
+	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
+		func(v string) error { o.controllerArgs = append(o.controllerArgs, v); return nil })
 	flag.Parse()
 	if o.n < 1 || o.repeat < 1 || o.concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -repeat and -concurrency must be at least 1")
@@ -181,7 +186,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 		return nil, err
 	}
 	progress("repeat %d: starting the controller", r+1)
-	ctrl, err := startController(bin, kubeconfig, logPath)
+	ctrl, err := startController(bin, kubeconfig, logPath, o.controllerArgs)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +207,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 		return nil, err
 	}
 	merge(all, idl)
-	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, o.n)
+	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, o.n, o.controllerArgs)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func freePort() (string, error) {
 // startController starts the binary with its default flags, except where it
 // finds the cluster and where it serves metrics and probes. Its output is
 // appended to logPath.
-func startController(bin, kubeconfig, logPath string) (*controllerProc, error) {
+func startController(bin, kubeconfig, logPath string, extraArgs []string) (*controllerProc, error) {
 	m, err := freePort()
 	if err != nil {
 		return nil, err
@@ -51,7 +51,8 @@ func startController(bin, kubeconfig, logPath string) (*controllerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-kubeconfig="+kubeconfig, "-metrics-bind-address="+m, "-health-probe-bind-address="+p)
+	cmd := exec.Command(bin, append([]string{"-kubeconfig=" + kubeconfig, "-metrics-bind-address=" + m,
+		"-health-probe-bind-address=" + p}, extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	c := &controllerProc{cmd: cmd, metricsAddr: m, probeAddr: p, exited: make(chan error, 1), started: time.Now()}
 	if err := cmd.Start(); err != nil {
