@@ -73,6 +73,13 @@ func main() {
 
 	ctx := signalContext(klog.NewContext(context.Background(), klog.Background()))
 	if err := run(ctx, opts); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// A signal before start-up finished (say, a rollout that
+			// replaced this Pod at once): a clean stop, not a failure.
+			klog.Background().Info("Stopped before start-up finished")
+			klog.Flush()
+			return
+		}
 		fmt.Fprintf(os.Stderr, "foo-controller: %v\n", err)
 		klog.Flush()
 		os.Exit(1)

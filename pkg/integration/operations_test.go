@@ -400,3 +400,27 @@ func TestReadyzWaitsForCacheSync(t *testing.T) {
 		t.Error("/healthz must pass while the caches sync")
 	}
 }
+
+// TestSIGTERMDuringStartup stops the controller while its start-up checks
+// are still waiting for a slow API server: a stop, not a failure, so it
+// must exit 0 (a rollout may replace a Pod that has only just started).
+func TestSIGTERMDuringStartup(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	u, err := url.Parse(env.admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowKC := newProxy(t, u.Host, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
+	p := s.startController("-kubeconfig=" + slowKC)
+	s.eventually(30*time.Second, "the signal handler to be installed", func() (bool, string) {
+		// The first line logged after signal.Notify, before any request.
+		return len(p.logLines("Feature gate default state")) > 0, p.tail(3)
+	})
+	if err := p.stop(30 * time.Second); err != nil {
+		t.Fatalf("a SIGTERM during start-up must exit 0: %v\n%s", err, p.tail(10))
+	}
+	if lines := p.logLines("Stopped before start-up finished"); len(lines) != 1 {
+		t.Errorf("want the stop logged once; log:\n%s", p.tail(10))
+	}
+}
