@@ -37,6 +37,19 @@ test-integration: ## Integration tests on a real control plane (builds it on fir
 .PHONY: test
 test: test-unit test-integration ## Every test: unit, then integration on a real control plane.
 
+SOAK_DURATION ?= 10m
+SOAK_SEED ?=
+
+# Empty SOAK_SEED: a random seed (the test logs it for a replay). The
+# timeout is SOAK_DURATION plus 30m: Go durations written one after the
+# other add up ("10m30m" is 40m).
+.PHONY: soak
+soak: ## Chaos soak on a real control plane: SOAK_DURATION=10m SOAK_SEED=...
+	FOO_TESTBIN="$$(hack/install-testbin.sh --print-dir)" \
+	  FOO_SOAK_DURATION=$(SOAK_DURATION) FOO_SOAK_SEED=$(SOAK_SEED) \
+	  go test -tags integration -count=1 -timeout $(SOAK_DURATION)30m $(GOTEST_FLAGS) \
+	  -run '^TestChaosSoak$$' -v ./pkg/integration/
+
 .PHONY: run
 run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set).
 	hack/run-local.sh
