@@ -97,9 +97,9 @@ func parseFlags(args []string) (options, error) {
 		"Path to a kubeconfig. Default: $KUBECONFIG if set (a list, as for kubectl), else the in-cluster config.")
 	fs.StringVar(&o.master, "master", "", "Address of the Kubernetes API server; overrides the kubeconfig's server.")
 	fs.StringVar(&o.namespace, "namespace", metav1.NamespaceAll, "Watch only this namespace (default: all namespaces).")
-	fs.IntVar(&o.workers, "workers", 4, "Number of Foos synced in parallel.")
-	fs.Float64Var(&o.qps, "kube-api-qps", 50, "Client-side rate limit for API requests per second, of each client (Foos, Kubernetes objects, Events); negative disables it, leaving the API server's priority and fairness to pace us (client-go's own default is 5).")
-	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst allowed above -kube-api-qps (client-go's own default is 10).")
+	fs.IntVar(&o.workers, "workers", 32, "Number of Foos synced in parallel. A sync makes a few requests one after the other, so this is what bounds the controller's concurrent requests, and its speed in a burst (see docs/performance.md).")
+	fs.Float64Var(&o.qps, "kube-api-qps", -1, "Client-side rate limit for API requests per second, of each client (Foos, Kubernetes objects, Events). Negative (the default) disables it: the API server's priority and fairness paces us, and -workers bounds our concurrency (client-go's own default is 5).")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst allowed above a positive -kube-api-qps (client-go's own default is 10).")
 	fs.DurationVar(&o.resyncPeriod, "resync-period", time.Minute,
 		"How often every cached Foo is synced again even without events; 0 disables. A resync reads only the cache and writes nothing for a converged Foo.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
