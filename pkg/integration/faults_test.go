@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -135,11 +134,7 @@ func TestWatchExpiry(t *testing.T) {
 	t.Parallel()
 	cl := privateCluster(t, clusterOptions{apiserverFlags: map[string]string{"watch-cache": "false"}})
 	s := newScenarioOn(t, cl)
-	u, err := url.Parse(cl.admin.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newProxy(t, u.Host, 0)
+	proxy := proxyToAPIServer(t, cl, 0)
 	metricsAddr := freeAddr(t)
 	ctrl := s.startController("-kubeconfig="+proxy.kubeconfigVia(t, cl.ctrlKC), "-metrics-bind-address="+metricsAddr)
 

@@ -429,11 +429,7 @@ func (s *scenario) waitAllConverged(names []string, timeout time.Duration) {
 // exists; no Foo is stuck terminating. Deployments with no controller (kept
 // by the Orphan policy) are allowed.
 func (s *scenario) invariants() (bool, string) {
-	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err.Error()
-	}
-	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	foos, deps, err := s.listAll()
 	if err != nil {
 		return false, err.Error()
 	}
@@ -474,4 +470,17 @@ func (s *scenario) invariants() (bool, string) {
 		problems = append(problems[:5], fmt.Sprintf("... and %d more", len(problems)-5))
 	}
 	return len(problems) == 0, strings.Join(problems, "; ")
+}
+
+// listAll lists the namespace's Foos and Deployments.
+func (s *scenario) listAll() (*samplev1alpha1.FooList, *appsv1.DeploymentList, error) {
+	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return foos, deps, nil
 }

@@ -366,11 +366,7 @@ func TestInClusterConfig(t *testing.T) {
 func TestReadyzWaitsForCacheSync(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	u, err := url.Parse(env.admin.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowKC := newProxy(t, u.Host, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
+	slowKC := proxyToAPIServer(t, env, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
 	probe := freeAddr(t)
 	s.startController("-kubeconfig="+slowKC, "-health-probe-bind-address="+probe)
 
@@ -407,11 +403,7 @@ func TestReadyzWaitsForCacheSync(t *testing.T) {
 func TestSIGTERMDuringStartup(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	u, err := url.Parse(env.admin.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slowKC := newProxy(t, u.Host, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
+	slowKC := proxyToAPIServer(t, env, 300*time.Millisecond).kubeconfigVia(t, env.ctrlKC)
 	p := s.startController("-kubeconfig=" + slowKC)
 	s.eventually(30*time.Second, "the signal handler to be installed", func() (bool, string) {
 		// The first line logged after signal.Notify, before any request.

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,16 @@ func (p *tcpProxy) setCut(cut bool) {
 	case !cut && p.ln == nil:
 		p.listen()
 	}
+}
+
+// proxyToAPIServer puts a proxy in front of the cluster's API server.
+func proxyToAPIServer(t *testing.T, cl *cluster, delay time.Duration) *tcpProxy {
+	t.Helper()
+	u, err := url.Parse(cl.admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newProxy(t, u.Host, delay)
 }
 
 // kubeconfigVia writes a copy of kubeconfig whose server is reached through

@@ -516,12 +516,7 @@ func (c *soak) progress(what string, cond func() (bool, string)) func() (bool, s
 // of Foos deleted with the Delete policy are gone; and the ones an Orphan
 // deletion had to keep are there, without an owner.
 func (c *soak) leftovers() (bool, string) {
-	s := c.s
-	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err.Error()
-	}
-	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	foos, deps, err := c.s.listAll()
 	if err != nil {
 		return false, err.Error()
 	}
