@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
 // The tests in this file install artifacts/deploy (rendered by the real
@@ -748,15 +749,30 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 
 func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubernetes.NewForConfig(restConfigFor(t, kubeconfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// fooClientFor is clientFor for the Foo API.
+func fooClientFor(t *testing.T, kubeconfig string) clientset.Interface {
+	t.Helper()
+	c, err := clientset.NewForConfig(restConfigFor(t, kubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func restConfigFor(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // canI asks the API server whether the client's user may do something.

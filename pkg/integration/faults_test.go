@@ -23,11 +23,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	"example.com/foo-controller/pkg/reconcile"
 )
 
@@ -328,7 +326,7 @@ func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 	probe.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
 	probe.Finalizers = []string{fin}
 	s.createFoo(probe)
-	ctrlFoos := s.clientAs(s.cl.ctrlKC)
+	ctrlFoos := fooClientFor(s.t, s.cl.ctrlKC)
 	denied := func() (bool, string) {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		_, err := ctrlFoos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "freeze-probe", types.MergePatchType, patch,
@@ -347,19 +345,6 @@ func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 			s.t.Fatal(err)
 		}
 	}
-}
-
-func (s *scenario) clientAs(kubeconfig string) clientset.Interface {
-	s.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	c, err := clientset.NewForConfig(cfg)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return c
 }
 
 // TestKillAtRandomPoints SIGKILLs the controller at a random moment after
