@@ -62,15 +62,21 @@ func TestControlPlaneRestarts(t *testing.T) {
 		t.Run(fault.name, func(t *testing.T) {
 			s := newScenarioOn(t, cl)
 			metricsAddr := freeAddr(t)
+			const n = 200
+			// The Foos exist before the controller starts, and the fault
+			// strikes as its first Deployment appears: the outage then
+			// always meets work in progress. (Struck after createFoos with
+			// the controller already running, it could find all the work
+			// done, and the controller idle, see nothing of an etcd
+			// outage: the API server holds requests rather than failing.)
+			names := s.createFoos("foo", n)
 			// -v=2: the log shows each change and error, not each sync.
 			ctrl := s.startController("-v=2", "-metrics-bind-address="+metricsAddr)
-			const n = 200
-			names := s.createFoos("foo", n)
-			deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-			t.Logf("stopping %s with %d of %d Deployments created", fault.name, len(deps.Items), n)
+			s.waitForDeployments(1, time.Minute)
 			if err := fault.stop(); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("stopped %s as the first of %d Deployments appeared", fault.name, n)
 			time.Sleep(10 * time.Second)
 			if err := fault.start(); err != nil {
 				t.Fatal(err)
