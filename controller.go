@@ -31,6 +31,7 @@ import (
 	"example.com/foo-controller/pkg/corrections"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/reconcile"
 )
@@ -129,6 +130,11 @@ type Controller struct {
 	// workers at once, and a key added many times while waiting is
 	// processed once. Failed keys come back through its rate limiter.
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// lanes is the workqueue's storage: keys woken by their Deployment
+	// (its status moved, or someone changed it) are expedited ahead of the
+	// keys waiting for a first sync, so a burst of new Foos does not delay
+	// reporting on the Foos already deployed.
+	lanes *lanes.Queue[cache.ObjectName]
 	// corrections bounds how often one Foo's Deployment is put back after
 	// someone else changed it: correctionBurst at once, then one per
 	// correctionEvery, afresh whenever the Foo's generation changes.
@@ -160,6 +166,7 @@ func NewController(
 		return nil, fmt.Errorf("adding Deployment index: %w", err)
 	}
 
+	queueLanes := lanes.New[cache.ObjectName]()
 	c := &Controller{
 		kubeclientset: kubeclientset,
 		fooclientset:  fooclientset,
@@ -185,8 +192,17 @@ func NewController(
 		// event or a resync adds the key at once, whatever its backoff.
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{
+				Name: controllerName,
+				DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+					Name: controllerName,
+					Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
+						Name: controllerName, Queue: queueLanes,
+					}),
+				}),
+			},
 		),
+		lanes:       queueLanes,
 		corrections: corrections.New[cache.ObjectName](correctionEvery, correctionBurst),
 		statusPacer: &statusPacer{last: map[cache.ObjectName]time.Time{}},
 		recorder:    recorder,
@@ -747,7 +763,11 @@ func (c *Controller) handleDeployment(obj any) {
 	if ref := reconcile.ControllerFoo(dep); ref != nil {
 		foo, err := c.getFoo(cache.ObjectName{Namespace: dep.Namespace, Name: ref.Name})
 		if err == nil && foo != nil && foo.UID == ref.UID {
-			c.workqueue.Add(cache.MetaObjectToName(foo))
+			// Its Deployment exists and changed: report or repair before
+			// starting on Foos that have no Deployment yet.
+			key := cache.MetaObjectToName(foo)
+			c.lanes.Expedite(key)
+			c.workqueue.Add(key)
 		}
 	}
 	foos, err := c.foos.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)

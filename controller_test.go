@@ -1191,6 +1191,28 @@ func TestDeploymentUpdateHandler(t *testing.T) {
 	assertQueue(t, c, []string{"default/a"})
 }
 
+// TestDeploymentEventsJumpTheQueue: a Foo woken by its own Deployment is
+// handed out before Foos waiting for their first sync; a Foo woken by a
+// Deployment it only wants the name of is not.
+func TestDeploymentEventsJumpTheQueue(t *testing.T) {
+	deployed := newFoo("deployed", 1)
+	blocked := newFoo("blocked", 1)
+	blocked.Spec.DeploymentName = "taken"
+	f := newFixture(t).withFoo(deployed).withFoo(blocked)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	for _, name := range []string{"new-1", "new-2"} {
+		c.enqueueFoo(newFoo(name, 1))
+	}
+	c.handleDeployment(foreignDeployment("taken"))
+	dep := ownedDeployment(deployed)
+	available := dep.DeepCopy()
+	available.ResourceVersion = bumpRV(dep.ResourceVersion)
+	available.Status.AvailableReplicas = 1
+	c.handleDeploymentUpdate(dep, available)
+	assertQueue(t, c, []string{"default/deployed", "default/new-1", "default/new-2", "default/blocked"})
+}
+
 func TestFooHandlerEnqueuesTombstones(t *testing.T) {
 	f := newFixture(t)
 	_, ctx := ktesting.NewTestContext(t)
