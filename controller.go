@@ -140,7 +140,8 @@ type Controller struct {
 	// correctionEvery, afresh whenever the Foo's generation changes.
 	corrections *corrections.Limiter[cache.ObjectName]
 	// statusPacer holds back status writes that only move counts (see
-	// reconcile.ProgressOnly) to one per statusProgressInterval per Foo.
+	// reconcile.ProgressOnly) and a new Foo's first "progressing" (see
+	// reconcile.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *statusPacer
 	recorder    events.EventRecorder
 	clock       clock.PassiveClock
@@ -576,7 +577,14 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		return nil
 	}
 	key := cache.MetaObjectToName(foo)
-	if reconcile.ProgressOnly(foo.Status, want) {
+	deferrable := reconcile.ProgressOnly(foo.Status, want)
+	if reconcile.FirstProgress(foo.Status, want) {
+		// A new Foo: its first "progressing" waits like a progress-only
+		// change, from this sync on.
+		c.statusPacer.begin(key, c.clock.Now())
+		deferrable = true
+	}
+	if deferrable {
 		// Only counts moved: write them together with whatever comes next,
 		// at most every statusProgressInterval. The key comes back then,
 		// unless a change worth writing at once brings it back earlier.
@@ -857,10 +865,20 @@ func replicasOf(dep *appsv1.Deployment) int32 {
 	return *dep.Spec.Replicas
 }
 
-// statusPacer remembers when each Foo's status was last written.
+// statusPacer remembers when each Foo's status was last written (or, for
+// a new Foo, when its first status was first held back).
 type statusPacer struct {
 	mu   sync.Mutex
 	last map[cache.ObjectName]time.Time
+}
+
+// begin starts key's interval at now unless one is already running.
+func (p *statusPacer) begin(key cache.ObjectName, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.last[key]; !ok {
+		p.last[key] = now
+	}
 }
 
 // wait returns how long a progress-only write for key must still wait.

@@ -57,6 +57,8 @@ type fixture struct {
 	objects     []runtime.Object
 	// The informers' indexers, for tests that play later watch events.
 	fooIndexer, deploymentIndexer cache.Indexer
+	// clock is the controller's clock, at fixedNow until a test steps it.
+	clock *testingclock.FakePassiveClock
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -123,7 +125,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
-	c.clock = testingclock.NewFakePassiveClock(fixedNow)
+	f.clock = testingclock.NewFakePassiveClock(fixedNow)
+	c.clock = f.clock
 	f.fooIndexer = i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer()
 	f.deploymentIndexer = k8sI.Apps().V1().Deployments().Informer().GetIndexer()
 
@@ -149,6 +152,24 @@ func (f *fixture) sync(key cache.ObjectName) (kubeActions, fooActions []core.Act
 	c := f.newController(ctx)
 	before := f.snapshotCaches()
 	err = c.syncHandler(ctx, key)
+	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
+		f.t.Errorf("the sync modified objects in the informer cache")
+	}
+	return f.kubeclient.Actions(), f.client.Actions(), drainEvents(f.recorder), err
+}
+
+// syncPaced is sync for a new Foo, whose first status waits
+// statusProgressInterval: it syncs, lets the interval pass and syncs again,
+// and returns what both syncs sent and recorded.
+func (f *fixture) syncPaced(key cache.ObjectName) (kubeActions, fooActions []core.Action, evts []string, err error) {
+	f.t.Helper()
+	_, ctx := ktesting.NewTestContext(f.t)
+	c := f.newController(ctx)
+	before := f.snapshotCaches()
+	if err = c.syncHandler(ctx, key); err == nil {
+		f.clock.SetTime(f.clock.Now().Add(statusProgressInterval))
+		err = c.syncHandler(ctx, key)
+	}
 	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
 		f.t.Errorf("the sync modified objects in the informer cache")
 	}
@@ -386,7 +407,8 @@ func TestSyncFooGoneDoesNothing(t *testing.T) {
 func TestSyncCreatesMissingDeployment(t *testing.T) {
 	foo := newFoo("a", 3)
 	f := newFixture(t).withFoo(foo)
-	kube, foos, evts, err := f.sync(keyOf(foo))
+	// The first status, "progressing", waits (TestSyncDefersANewFoosFirstStatus).
+	kube, foos, evts, err := f.syncPaced(keyOf(foo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,6 +441,46 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonProgressing {
 		t.Errorf("Ready after create: got %s/%s, want False/Progressing", c.Status, c.Reason)
 	}
+}
+
+// TestSyncDefersANewFoosFirstStatus: a new Foo's first status waits
+// statusProgressInterval when all it would say is "progressing", and is
+// written at once when it has more to say.
+func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
+	t.Run("progressing", func(t *testing.T) {
+		foo := newFoo("a", 1)
+		f := newFixture(t).withFoo(foo)
+		_, ctx := ktesting.NewTestContext(t)
+		c := f.newController(ctx)
+		for _, after := range []time.Duration{0, statusProgressInterval / 2} {
+			f.clock.SetTime(fixedNow.Add(after))
+			if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		assertActions(t, "foo", f.client.Actions(), nil)
+		if c.workqueue.Len() != 0 {
+			t.Error("the held-back status must come back after a delay, not at once")
+		}
+		f.clock.SetTime(fixedNow.Add(statusProgressInterval))
+		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+		if r := readyOf(t, appliedStatus(t, f.client.Actions())); r.Reason != samplev1alpha1.ReasonProgressing {
+			t.Errorf("first status: Ready %s/%s", r.Status, r.Reason)
+		}
+	})
+	t.Run("already available", func(t *testing.T) {
+		foo := newFoo("a", 1)
+		dep := ownedDeployment(foo)
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+		_, foos, _, err := newFixture(t).withFoo(foo).withDeployment(dep).sync(keyOf(foo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	})
 }
 
 func TestSyncConvergedSendsNothing(t *testing.T) {
@@ -1039,7 +1101,7 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := recreated.DeepCopy()
 			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
-			kube, foos, evts, err := f.sync(keyOf(foo))
+			kube, foos, evts, err := f.syncPaced(keyOf(foo))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -482,6 +482,38 @@ func TestWantsOrphanFinalizer(t *testing.T) {
 	}
 }
 
+func TestFirstProgress(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	foo := testFoo()
+	first := func(obs Observation) samplev1alpha1.FooStatus { return Status(foo, obs, now) }
+	none := samplev1alpha1.FooStatus{}
+	progressing := first(Observation{})
+	halfway := func() *appsv1.Deployment {
+		d := rolledOut(foo)
+		d.Status.AvailableReplicas, d.Status.ReadyReplicas = 1, 1
+		return d
+	}()
+	tests := []struct {
+		name       string
+		have, want samplev1alpha1.FooStatus
+		first      bool
+	}{
+		{"no Deployment yet", none, progressing, true},
+		{"a Deployment on its way", none, first(Observation{Deployment: halfway}), true},
+		{"already available", none, first(Observation{Deployment: rolledOut(foo)}), false},
+		{"a conflict", none, first(Observation{Deployment: rolledOut(foo), Conflict: true}), false},
+		{"a refused Deployment", none, first(Observation{ApplyError: errors.New("quota exceeded")}), false},
+		{"not the first status", progressing, first(Observation{Deployment: halfway}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FirstProgress(tt.have, tt.want); got != tt.first {
+				t.Errorf("FirstProgress = %v, want %v", got, tt.first)
+			}
+		})
+	}
+}
+
 func TestProgressOnly(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	foo := testFoo()

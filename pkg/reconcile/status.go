@@ -115,6 +115,21 @@ func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
 		h.ObservedGeneration == w.ObservedGeneration
 }
 
+// FirstProgress reports whether want is the first status of a Foo (have is
+// empty: nothing was ever written) and says only that its Deployment is on
+// its way. An empty status already tells a reader that the controller has
+// not reported yet, so this one can wait and be written with whatever comes
+// next, like a progress-only change; during a burst of new Foos that halves
+// the controller's requests before every Deployment exists. A first status
+// that says anything else (Ready, or a problem) is written at once.
+func FirstProgress(have, want samplev1alpha1.FooStatus) bool {
+	if have.ObservedGeneration != 0 || len(have.Conditions) != 0 {
+		return false
+	}
+	w := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	return w != nil && w.Status == metav1.ConditionFalse && w.Reason == samplev1alpha1.ReasonProgressing
+}
+
 // StatusEqual reports whether two statuses are the same, so that the
 // controller writes status only when something in it changed.
 func StatusEqual(a, b samplev1alpha1.FooStatus) bool {
