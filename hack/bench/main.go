@@ -277,6 +277,7 @@ func printTable(w io.Writer, rep report) {
 	rows := []row{
 		{"all Deployments exist (s)", "deployments_exist_s", "floor_deployment_creates_s", "<= 2x floor",
 			func(v, f float64) bool { return v <= 2*f }},
+		{"  vs the same N applies (s)", "deployments_exist_s", "floor_deployment_applies_s", "", nil},
 		{"all Deployments available (s)", "deployments_available_s", "floor_deployments_available_s", "", nil},
 		{"all Foos Ready (s)", "foos_ready_s", "floor_ready_s", "", nil},
 		{"last Ready - last available (s)", "ready_after_last_available", "", "<= 2s",
@@ -334,9 +335,9 @@ func printTable(w io.Writer, rep report) {
 	for _, k := range per {
 		pf("  %-30s %8.2f\n", k, m[k])
 	}
-	pf("\nfloor: %d Deployment creates %.2fs, available %.2fs; %d Foo creates %.2fs; %d Foo status applies %.2fs\n",
+	pf("\nfloor: %d Deployment creates %.2fs, available %.2fs; %d Foo creates %.2fs; %d Foo status applies %.2fs; %d Deployment applies %.2fs\n",
 		rep.N, m["floor_deployment_creates_s"], m["floor_deployments_available_s"],
-		rep.N, m["floor_foo_creates_s"], rep.N, m["floor_status_writes_s"])
+		rep.N, m["floor_foo_creates_s"], rep.N, m["floor_status_writes_s"], rep.N, m["floor_deployment_applies_s"])
 }
 
 func envDefault(k, v string) string {
