@@ -585,9 +585,9 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		deferrable = true
 	}
 	if deferrable {
-		// Only counts moved: write them together with whatever comes next,
-		// at most every statusProgressInterval. The key comes back then,
-		// unless a change worth writing at once brings it back earlier.
+		// Only progress to report: write it together with whatever comes
+		// next, at most every statusProgressInterval. The key comes back
+		// then, unless a change worth writing at once brings it back earlier.
 		if wait := c.statusPacer.wait(key, c.clock.Now()); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
 			c.workqueue.AddAfter(key, wait)
