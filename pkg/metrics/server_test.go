@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"example.com/foo-controller/pkg/promtext"
 )
 
 func TestProbeHandler(t *testing.T) {
@@ -45,5 +47,25 @@ func TestServeDisabledAndBadAddress(t *testing.T) {
 	}
 	if err := Serve(ctx, "metrics", "not-an-address", http.NotFoundHandler()); err == nil {
 		t.Error("a bad address must fail at start-up")
+	}
+}
+
+// The integration tests and hack/bench read this output with expfmt
+// (pkg/promtext), which refuses a malformed exposition where a line scan
+// would skip it: check that it parses, a histogram bucket included.
+func TestMetricsHandlerParses(t *testing.T) {
+	Register("test")
+	ReconcileDuration.WithLabelValues(ResultSuccess).Observe(3)
+	rec := httptest.NewRecorder()
+	MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	f, err := promtext.Parse(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Sum("foo_controller_reconcile_duration_seconds_bucket", `result="success"`, `le="5"`); v < 1 {
+		t.Errorf(`reconcile_duration_seconds_bucket{le="5"} = %v, want >= 1`, v)
+	}
+	if _, ok := f.Sum("foo_controller_build_info", `version="test"`); !ok {
+		t.Error("foo_controller_build_info missing")
 	}
 }
