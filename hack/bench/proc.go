@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"example.com/foo-controller/pkg/promtext"
 )
 
 // controllerProc is one run of the controller binary as a child process.
@@ -157,9 +159,8 @@ func (c *controllerProc) memStatus() (map[string]int64, error) {
 	return out, s.Err()
 }
 
-// sample is one scrape of /metrics: series (name plus sorted label text,
-// as exposed) to value.
-type sample map[string]float64
+// sample is one scrape of /metrics.
+type sample promtext.Families
 
 func (c *controllerProc) scrape() (sample, error) {
 	client := http.Client{Timeout: 5 * time.Second}
@@ -171,66 +172,23 @@ func (c *controllerProc) scrape() (sample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
-	out := sample{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
+	f, err := promtext.Parse(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("/metrics: %w", err)
 	}
-	return out, s.Err()
+	return sample(f), nil
 }
 
-// sum adds the series of metric name whose labels include every given
-// label="value" pair.
+// sum adds the series of metric name (x_sum, x_count, x_bucket for a
+// histogram x) whose labels include every given fragment (`name="x"`).
 func (s sample) sum(name string, labels ...string) float64 {
-	var total float64
-	for k, v := range s {
-		n, l, _ := strings.Cut(k, "{")
-		if n != name {
-			continue
-		}
-		ok := true
-		for _, want := range labels {
-			if !strings.Contains(l, want) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
+	v, _ := promtext.Families(s).Sum(name, labels...)
+	return v
 }
 
 // requestsByMethod is rest_client_requests_total summed per method label.
 func (s sample) requestsByMethod() map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range s {
-		n, l, _ := strings.Cut(k, "{")
-		if n != "rest_client_requests_total" {
-			continue
-		}
-		_, m, ok := strings.Cut(l, `method="`)
-		if !ok {
-			continue
-		}
-		m, _, _ = strings.Cut(m, `"`)
-		out[m] += v
-	}
-	return out
+	return promtext.Families(s).SumBy("rest_client_requests_total", "method")
 }
 
 // diffMethods is after - before per method, dropping zeros.

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +23,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"example.com/foo-controller/pkg/promtext"
 )
 
 // freeAddr returns a loopback address with a port free at the time of the call.
@@ -47,30 +48,17 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// metricValue sums the samples of a metric whose labels contain all of the
-// given label pairs (e.g. `name="foo-controller"`).
+// metricValue sums the series of a metric, as named in the text format
+// (x_bucket, x_count, x_sum for a histogram x), whose labels contain every
+// given fragment: a pair (`name="foo-controller"`, `le="5"`) or a prefix
+// (`code="5`). A body that does not parse (an error instead of a scrape)
+// has no series.
 func metricValue(body, name string, labels ...string) (float64, bool) {
-	sum, found := 0.0, false
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(line, l) {
-				ok = false
-			}
-		}
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err == nil {
-			sum, found = sum+v, true
-		}
+	f, err := promtext.Parse(strings.NewReader(body))
+	if err != nil {
+		return 0, false
 	}
-	return sum, found
+	return f.Sum(name, labels...)
 }
 
 func TestMetricsAndProbes(t *testing.T) {
