@@ -41,9 +41,10 @@ type options struct {
 	idle        time.Duration
 	concurrency int
 	timeout     time.Duration
-	// controllerArgs are extra controller flags, for experiments only: the
-	// figures in docs/performance.md are for the defaults.
-	controllerArgs []string
+	// controller holds extra controller flags and environment, for
+	// experiments only: the figures in docs/performance.md are for the
+	// defaults.
+	controller controllerExtras
 }
 
 type report struct {
@@ -66,7 +67,15 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
-		func(v string) error { o.controllerArgs = append(o.controllerArgs, v); return nil })
+		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
+	flag.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
+		func(v string) error {
+			if !strings.Contains(v, "=") {
+				return fmt.Errorf("want NAME=VALUE, got %q", v)
+			}
+			o.controller.env = append(o.controller.env, v)
+			return nil
+		})
 	flag.Parse()
 	if o.n < 1 || o.repeat < 1 || o.concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -repeat and -concurrency must be at least 1")
@@ -186,7 +195,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 		return nil, err
 	}
 	progress("repeat %d: starting the controller", r+1)
-	ctrl, err := startController(bin, kubeconfig, logPath, o.controllerArgs)
+	ctrl, err := startController(bin, kubeconfig, logPath, o.controller)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +216,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 		return nil, err
 	}
 	merge(all, idl)
-	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, o.n, o.controllerArgs)
+	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, o.n, o.controller)
 	if err != nil {
 		return nil, err
 	}

@@ -347,12 +347,12 @@ func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 }
 
 // restart stops ctrl and starts a new controller with the n Foos converged.
-func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath string, n int, extraArgs []string) (*controllerProc, figures, error) {
+func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath string, n int, extra controllerExtras) (*controllerProc, figures, error) {
 	progress("restart: SIGTERM the controller")
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
-	next, err := startController(bin, kubeconfig, logPath, extraArgs)
+	next, err := startController(bin, kubeconfig, logPath, extra)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,7 +40,14 @@ func freePort() (string, error) {
 // startController starts the binary with its default flags, except where it
 // finds the cluster and where it serves metrics and probes. Its output is
 // appended to logPath.
-func startController(bin, kubeconfig, logPath string, extraArgs []string) (*controllerProc, error) {
+// controllerExtras are additions to the controller's default command line
+// and environment, for experiments only.
+type controllerExtras struct {
+	args []string // flags
+	env  []string // NAME=VALUE, on top of the bench's environment
+}
+
+func startController(bin, kubeconfig, logPath string, extra controllerExtras) (*controllerProc, error) {
 	m, err := freePort()
 	if err != nil {
 		return nil, err
@@ -54,7 +61,8 @@ func startController(bin, kubeconfig, logPath string, extraArgs []string) (*cont
 		return nil, err
 	}
 	cmd := exec.Command(bin, append([]string{"-kubeconfig=" + kubeconfig, "-metrics-bind-address=" + m,
-		"-health-probe-bind-address=" + p}, extraArgs...)...)
+		"-health-probe-bind-address=" + p}, extra.args...)...)
+	cmd.Env = append(os.Environ(), extra.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	c := &controllerProc{cmd: cmd, metricsAddr: m, probeAddr: p, exited: make(chan error, 1), started: time.Now()}
 	if err := cmd.Start(); err != nil {
