@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // env is the control plane shared by every test in the package.
@@ -35,6 +38,11 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	ctx := context.Background()
 	start := time.Now()
+	// envtest logs through controller-runtime's logger, which prints a
+	// warning with a stack trace when it is used but was never set (here:
+	// by the private control planes started later in the run). Its errors
+	// reach us as returned errors; its progress lines are not needed.
+	ctrllog.SetLogger(logr.Discard())
 
 	testbin, err := testbinDir()
 	if err != nil {
