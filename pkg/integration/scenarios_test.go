@@ -414,14 +414,27 @@ func TestIdleMeansSilent(t *testing.T) {
 func TestRestartMidway(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	first := s.startController()
 	const n = 100
+	// The Foos exist before the first controller starts, and it talks
+	// through a slow link, so that the crash surely lands part-way. (With
+	// the Foos created one by one while it ran, it kept up with them and
+	// had created nearly all 100 Deployments, often all, before the wait
+	// below even began: the test then showed the restart of a converged
+	// controller, not of one interrupted mid-burst.)
 	names := s.createFoos("foo", n)
+	slowKC := proxyToAPIServer(t, s.cl, 20*time.Millisecond).kubeconfigVia(t, s.cl.ctrlKC)
+	first := s.startController("-kubeconfig=" + slowKC)
 	// Kill the controller (no graceful shutdown: a crash) part-way through.
 	s.waitForDeployments(n/4, 2*time.Minute)
 	first.kill()
-	deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("killed the controller with %d of %d Deployments created", len(deps.Items), n)
+	if len(deps.Items) == n {
+		t.Fatalf("the kill came after all %d Deployments existed: the restart had nothing left to finish", n)
+	}
 
 	s.startController()
 	start := time.Now()
