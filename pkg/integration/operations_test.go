@@ -250,9 +250,12 @@ func TestLeaderElection(t *testing.T) {
 func TestGracefulShutdownDuringBurst(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	p := s.startController()
 	const n = 200
+	// The Foos exist before the controller starts, so that the signal
+	// lands in the middle of its burst (created while it ran, they were
+	// mostly handled by the time the last one existed).
 	names := s.createFoos("g", n)
+	p := s.startController()
 	s.waitForDeployments(n/5, 2*time.Minute) // the burst is under way
 	start := time.Now()
 	// In-flight syncs finish, then the process exits 0.
@@ -260,6 +263,14 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 		t.Fatalf("SIGTERM during a burst: %v\n%s", err, p.tail(20))
 	}
 	t.Logf("exited 0 %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	stopped, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d Deployments existed when it had stopped", len(stopped.Items), n)
+	if len(stopped.Items) == n {
+		t.Fatalf("the signal came after the burst: all %d Deployments existed", n)
+	}
 	logText, _ := os.ReadFile(p.log)
 	if !strings.Contains(string(logText), "All workers stopped") {
 		t.Errorf("no orderly stop in the log:\n%s", p.tail(10))
