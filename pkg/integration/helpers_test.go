@@ -414,6 +414,22 @@ func (s *scenario) waitForDeployments(n int, timeout time.Duration) {
 	})
 }
 
+// requireMidBurst logs how many of the n Deployments exist after a fault
+// (what) that was meant to strike in the middle of the controller's burst,
+// and fails the test if all do: a fault that came after the work proves
+// nothing about interrupted work.
+func (s *scenario) requireMidBurst(n int, what string) {
+	s.t.Helper()
+	deps, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Logf("%s found %d of %d Deployments created", what, len(deps.Items), n)
+	if len(deps.Items) >= n {
+		s.t.Fatalf("%s came after the burst: all %d Deployments existed", what, n)
+	}
+}
+
 // waitAllConverged waits for each named Foo to converge.
 func (s *scenario) waitAllConverged(names []string, timeout time.Duration) {
 	s.t.Helper()

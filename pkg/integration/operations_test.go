@@ -263,14 +263,7 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 		t.Fatalf("SIGTERM during a burst: %v\n%s", err, p.tail(20))
 	}
 	t.Logf("exited 0 %v after SIGTERM", time.Since(start).Round(time.Millisecond))
-	stopped, err := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d of %d Deployments existed when it had stopped", len(stopped.Items), n)
-	if len(stopped.Items) == n {
-		t.Fatalf("the signal came after the burst: all %d Deployments existed", n)
-	}
+	s.requireMidBurst(n, "the SIGTERM")
 	logText, _ := os.ReadFile(p.log)
 	if !strings.Contains(string(logText), "All workers stopped") {
 		t.Errorf("no orderly stop in the log:\n%s", p.tail(10))
