@@ -58,7 +58,7 @@ type fixture struct {
 	// The informers' indexers, for tests that play later watch events.
 	fooIndexer, deploymentIndexer cache.Indexer
 	// clock is the controller's clock, at fixedNow until a test steps it.
-	clock *testingclock.FakePassiveClock
+	clock *testingclock.FakeClock
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -125,7 +125,7 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
-	f.clock = testingclock.NewFakePassiveClock(fixedNow)
+	f.clock = testingclock.NewFakeClock(fixedNow)
 	c.clock = f.clock
 	f.fooIndexer = i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer()
 	f.deploymentIndexer = k8sI.Apps().V1().Deployments().Informer().GetIndexer()
@@ -167,7 +167,7 @@ func (f *fixture) syncPaced(key cache.ObjectName) (kubeActions, fooActions []cor
 	c := f.newController(ctx)
 	before := f.snapshotCaches()
 	if err = c.syncHandler(ctx, key); err == nil {
-		f.clock.SetTime(f.clock.Now().Add(statusProgressInterval))
+		f.clock.Step(statusProgressInterval)
 		err = c.syncHandler(ctx, key)
 	}
 	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
@@ -564,8 +564,6 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	clk := testingclock.NewFakeClock(fixedNow)
-	c.clock = clk
 	rv := 1000
 	fight := func() {
 		t.Helper()
@@ -609,7 +607,7 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	}
 
 	// One period later there is a token for one more.
-	clk.Step(correctionEvery)
+	f.clock.Step(correctionEvery)
 	fight()
 	fight()
 	for range 2 {
@@ -828,8 +826,6 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	clk := testingclock.NewFakeClock(fixedNow)
-	c.clock = clk
 	rv := 100
 	step := func(updated, available int32) {
 		t.Helper()
@@ -858,7 +854,7 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	if c.workqueue.Len() != 0 {
 		t.Error("the held-back update must come back after a delay, not at once")
 	}
-	clk.Step(statusProgressInterval)
+	f.clock.Step(statusProgressInterval)
 	step(3, 2) // the interval has passed: written
 	if writes() != 2 {
 		t.Errorf("a progress update after the interval: %d writes, want 2", writes())
