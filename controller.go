@@ -257,13 +257,21 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return errors.New("informer caches did not sync")
 	}
 
-	// Syncs run under their own context: it survives the start of shutdown
-	// (a sync cut off half-way would leave half a change behind) but is
-	// cancelled shutdownGracePeriod later, so a hung request cannot hold
-	// the process forever.
+	// Syncs run under their own context. When ctx is simply cancelled (a
+	// SIGTERM), it survives the start of shutdown (a sync cut off half-way
+	// would leave half a change behind) but is cancelled
+	// shutdownGracePeriod later, so a hung request cannot hold the process
+	// forever. When ctx ends for any other cause (leader.ErrLost: a standby
+	// may be writing already), in-flight syncs are cancelled at once.
 	syncCtx, cancelSyncs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSyncs()
-	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownGracePeriod, cancelSyncs) })
+	stopGrace := context.AfterFunc(ctx, func() {
+		if !errors.Is(context.Cause(ctx), context.Canceled) {
+			cancelSyncs()
+			return
+		}
+		time.AfterFunc(shutdownGracePeriod, cancelSyncs)
+	})
 	defer stopGrace()
 
 	var wg sync.WaitGroup
@@ -273,7 +281,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger.Info("Started workers")
 
 	<-ctx.Done()
-	logger.Info("Shutting down: finishing in-flight syncs")
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+		logger.Info("Stopping: in-flight syncs cancelled", "cause", cause)
+	} else {
+		logger.Info("Shutting down: finishing in-flight syncs")
+	}
 	// ShutDown wakes workers blocked in Get; processNextWorkItem sees the
 	// cancelled context and takes no new key.
 	c.workqueue.ShutDown()

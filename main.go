@@ -167,7 +167,7 @@ func signalContext(parent context.Context) context.Context {
 	return ctx
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
 
 	inCluster := o.kubeconfig == "" && o.master == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == ""
@@ -176,12 +176,22 @@ func run(ctx context.Context, o options) error {
 	}
 	metrics.Register(buildVersion())
 
+	lc := o.lease
+	if lc.LeaseNamespace == "" {
+		lc.LeaseNamespace = leader.DefaultNamespace()
+	}
+
 	cfg, err := clientConfig(o)
 	if err != nil {
 		return err
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	cfg.UserAgent = controllerName
+	// The identity names this process in the leader Lease and in the
+	// API server's audit log (the user agent), so that an operator can
+	// tell which replica sent a request.
+	identity := leader.Identity()
+	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
+	logger.Info("Starting", "version", buildVersion(), "identity", identity, "leaderElection", o.leaderElect)
 
 	// Built-in types travel as protobuf: smaller and several times cheaper
 	// to decode than JSON, which matters for the Deployment watch and the
@@ -229,6 +239,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("building the Events client: %w", err)
 	}
+	// After a lost Lease, though, nothing more may be written: Events
+	// still queued are dropped (lc.OnLost below).
 	eventCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	sink := &eventsink.Tracked{Sink: &events.EventSinkImpl{Interface: eventClient.EventsV1()}}
 	broadcaster := events.NewBroadcaster(sink)
@@ -237,9 +249,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("starting event recorder: %w", err)
 	}
 	defer func() {
-		broadcaster.Shutdown()
-		if !sink.Wait(5 * time.Second) {
-			logger.Info("Some Events were still being sent at exit and are dropped")
+		if !errors.Is(err, leader.ErrLost) {
+			broadcaster.Shutdown()
+			if !sink.Wait(5 * time.Second) {
+				logger.Info("Some Events were still being sent at exit and are dropped")
+			}
 		}
 		stopEvents()
 	}()
@@ -266,9 +280,10 @@ func run(ctx context.Context, o options) error {
 	}
 
 	// Liveness: the process serves, and a leader still renews its lease
-	// (a leader stuck past the renew deadline gets restarted). Readiness:
-	// the caches are synced (standbys too: they are ready to take over).
-	electionHealth := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	// (a leader stuck past the renew deadline gets restarted; one that
+	// gives up exits by itself). Readiness: the caches are synced (standbys
+	// too: they are ready to take over).
+	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
 	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
@@ -286,13 +301,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	// Start is non-blocking; informers stop when ctx is cancelled. They
-	// start before the election so that a standby's cache is warm when it
-	// takes over.
-	kubeInformerFactory.Start(ctx.Done())
-	fooInformerFactory.Start(ctx.Done())
-	defer kubeInformerFactory.Shutdown()
-	defer fooInformerFactory.Shutdown()
+	// Start is non-blocking. The informers start before the election so
+	// that a standby's cache is warm when it takes over, and stop when run
+	// returns, whatever the reason: Shutdown waits for them, so they must
+	// have been told to stop first.
+	informersCtx, stopInformers := context.WithCancel(ctx)
+	kubeInformerFactory.Start(informersCtx.Done())
+	fooInformerFactory.Start(informersCtx.Done())
+	defer func() {
+		stopInformers()
+		kubeInformerFactory.Shutdown()
+		fooInformerFactory.Shutdown()
+	}()
 
 	if !o.leaderElect {
 		metrics.Leader.Set(1)
@@ -301,11 +321,8 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	} else {
-		lc := o.lease
-		if lc.LeaseNamespace == "" {
-			lc.LeaseNamespace = leader.DefaultNamespace()
-		}
-		lc.Identity = leader.Identity()
+		lc.Identity = identity
+		lc.OnLost = stopEvents
 		lc.OnLeading = func(leading bool) {
 			if leading {
 				metrics.Leader.Set(1)
@@ -313,6 +330,10 @@ func run(ctx context.Context, o options) error {
 				metrics.Leader.Set(0)
 			}
 		}
+		// On a lost Lease, Run cancels the controller's syncs at once and
+		// returns leader.ErrLost; run then returns without sending the
+		// Events still queued, and main exits 1 so that the restarted
+		// process campaigns again as a standby.
 		if err := leader.Run(ctx, kubeClient, lc, electionHealth, func(ctx context.Context) error {
 			return controller.Run(ctx, o.workers)
 		}); err != nil {

@@ -367,12 +367,13 @@ func (c *cluster) startEnv(name string, env []string, args ...string) error {
 
 // process is a child process with its output in a log file.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	env  []string // added to the environment
-	log  string
-	done chan struct{}
-	err  error // exit status, valid once done is closed
+	name  string
+	cmd   *exec.Cmd
+	env   []string // added to the environment
+	log   string
+	done  chan struct{}
+	err   error     // exit status, valid once done is closed
+	ended time.Time // when it exited, valid once done is closed
 }
 
 func startProcess(name, bin, logPath string, env []string, args ...string) (*process, error) {
@@ -394,6 +395,7 @@ func startProcess(name, bin, logPath string, env []string, args ...string) (*pro
 	p := &process{name: name, cmd: cmd, env: env, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		p.ended = time.Now()
 		_ = out.Close()
 		close(p.done)
 	}()

@@ -129,6 +129,13 @@ var klogTime = regexp.MustCompile(`^[IWEF](\d{4}) (\d{2}:\d{2}:\d{2}\.\d{6})`)
 // syncTimes returns the times of the "Finished syncing Foo" lines of a log.
 func syncTimes(t *testing.T, path string) []time.Time {
 	t.Helper()
+	return logTimes(t, path, "Finished syncing Foo")
+}
+
+// logTimes returns the times of the lines of a klog text log that contain
+// substr.
+func logTimes(t *testing.T, path, substr string) []time.Time {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +143,7 @@ func syncTimes(t *testing.T, path string) []time.Time {
 	year := time.Now().Year()
 	var out []time.Time
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, "Finished syncing Foo") {
+		if !strings.Contains(line, substr) {
 			continue
 		}
 		m := klogTime.FindStringSubmatch(line)
@@ -166,20 +173,7 @@ func TestLeaderElection(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	// identity reads the identity a process campaigns with from its log.
-	identityRe := regexp.MustCompile(`"Waiting to lead".*identity="([^"]+)"`)
-	identity := func(p *process) string {
-		var id string
-		s.eventually(30*time.Second, p.log+" to campaign", func() (bool, string) {
-			b, _ := os.ReadFile(p.log)
-			if m := identityRe.FindSubmatch(b); m != nil {
-				id = string(m[1])
-				return true, ""
-			}
-			return false, "no identity logged yet"
-		})
-		return id
-	}
+	identity := s.identityOf
 
 	a := s.startController(args...)
 	idA := identity(a)

@@ -25,6 +25,7 @@ type tcpProxy struct {
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut
 	conns map[net.Conn]struct{}
+	held  chan struct{} // non-nil while held; closed when released
 }
 
 func newProxy(t *testing.T, target string, delay time.Duration) *tcpProxy {
@@ -78,6 +79,7 @@ func (p *tcpProxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			p.waitReleased()
 			time.Sleep(p.delay)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -105,6 +107,32 @@ func (p *tcpProxy) setCut(cut bool) {
 		}
 	case !cut && p.ln == nil:
 		p.listen()
+	}
+}
+
+// setHeld holds the traffic or lets it go. While held, connections stay
+// open (and new ones are accepted) but nothing is forwarded, in either
+// direction: an API server that stopped answering, or a network that
+// drops everything without resetting connections. Held bytes are
+// forwarded when released, late; a cut while held drops them.
+func (p *tcpProxy) setHeld(held bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case held && p.held == nil:
+		p.held = make(chan struct{})
+	case !held && p.held != nil:
+		close(p.held)
+		p.held = nil
+	}
+}
+
+func (p *tcpProxy) waitReleased() {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil {
+		<-held
 	}
 }
 

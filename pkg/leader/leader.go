@@ -6,10 +6,11 @@
 //   - on shutdown, the leader first lets its work function return (its
 //     in-flight syncs finish), and only then releases the Lease, which a
 //     standby acquires at its next retry (RetryPeriod);
-//   - a leader that cannot renew within RenewDeadline stops, and Run
-//     returns an error: the process must exit, because a standby may
-//     already be leading. A standby takes over a leader that vanished
-//     without releasing once LeaseDuration has passed since its last renewal.
+//   - a leader that cannot renew within RenewDeadline, or that finds
+//     another holder in the Lease, stops writing at once, and Run returns
+//     ErrLost: the process must exit, because a standby may already be
+//     leading. A standby takes over a leader that vanished without
+//     releasing once LeaseDuration has passed since its last renewal.
 package leader
 
 import (
@@ -18,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +53,10 @@ type Config struct {
 	// OnLeading is called with true when this process starts leading and
 	// false when it stops (for the leader metric).
 	OnLeading func(bool)
+	// OnLost, if set, is called the moment leadership is lost, before Run
+	// returns: the place to stop writers that do not run under work's
+	// context (the Event broadcaster).
+	OnLost func()
 }
 
 // Validate checks the timing rule that keeps a leader from being overtaken
@@ -94,21 +101,65 @@ func DefaultNamespace() string {
 	return metav1.NamespaceDefault
 }
 
-// Run campaigns for the Lease and calls work while leading. It returns nil
-// when ctx is cancelled (after work has returned and the Lease has been
-// released), and an error if leadership was lost while ctx was still live.
+// ErrLost is why leadership ended while the process still wanted to lead:
+// the Lease was taken by another holder, or could not be renewed within
+// RenewDeadline. It is the cause of the work context's cancellation (so the
+// work can tell it from a shutdown, see Run) and the error Run returns.
+var ErrLost = errors.New("leader election lost")
+
+// Run campaigns for the Lease and calls work while leading.
+//
+// work's context is cancelled in one of two ways, and work must tell them
+// apart with context.Cause:
+//   - context.Canceled: ctx was cancelled (SIGTERM). This is a graceful
+//     stop; Run releases the Lease only after work has returned, so no
+//     standby can start while our last syncs finish. Run returns work's
+//     error.
+//   - ErrLost: leadership is gone. A standby may be leading already, so
+//     every write we still send could fight it: work must stop writing at
+//     once. Run returns ErrLost without waiting for more than a moment,
+//     and the caller must exit; a restarted process campaigns again.
+//
+// Leadership is lost when the elector gives up renewing (RenewDeadline
+// passed without a successful renewal), or as soon as a renewal finds
+// another holder in the Lease. client-go's elector would keep retrying
+// against another holder until RenewDeadline; we stop at the first sight
+// of it (see watchedLock).
 func Run(ctx context.Context, client kubernetes.Interface, c Config, health *leaderelection.HealthzAdaptor,
 	work func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: c.LeaseName, Namespace: c.LeaseNamespace},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+	lost := make(chan struct{})
+	var loseOnce sync.Once
+	var (
+		workMu     sync.Mutex
+		cancelWork context.CancelCauseFunc = func(error) {} // set when we start leading
+		isLost     bool
+	)
+	lose := func(why string) {
+		loseOnce.Do(func() {
+			workMu.Lock()
+			isLost = true
+			cancelWork(ErrLost)
+			workMu.Unlock()
+			if c.OnLost != nil {
+				c.OnLost()
+			}
+			logger.Info("Lost the leader Lease; stopping all writes and exiting", "reason", why,
+				"lease", klog.KRef(c.LeaseNamespace, c.LeaseName), "identity", c.Identity)
+			close(lost)
+		})
+	}
+	lock := &watchedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: c.LeaseName, Namespace: c.LeaseNamespace},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+		},
+		onTaken: func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
 	}
 
 	// The elector runs under its own context, cancelled only once work
-	// has returned (or, if we never led, at shutdown): cancelling it is
-	// what releases the Lease.
+	// has returned (or, if we never led, at shutdown).
 	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
 	led := make(chan struct{})
@@ -128,27 +179,46 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 		onLeading = func(bool) {}
 	}
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   c.LeaseDuration,
-		RenewDeadline:   c.RenewDeadline,
-		RetryPeriod:     c.RetryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        health,
+		Lock:          lock,
+		LeaseDuration: c.LeaseDuration,
+		RenewDeadline: c.RenewDeadline,
+		RetryPeriod:   c.RetryPeriod,
+		// We release the Lease ourselves after a graceful stop (see
+		// release): the elector's ReleaseOnCancel releases before it ends
+		// leadingCtx, so when the API server hangs, the news that it gave
+		// up would come as much as RenewDeadline late.
+		ReleaseOnCancel: false,
 		Name:            c.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadingCtx context.Context) {
+				// Work until shutdown (ctx: cause Canceled) or loss of the
+				// Lease (cause ErrLost).
+				workCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+				workMu.Lock()
+				cancelWork = cancel
+				if isLost { // lost between acquiring and this callback
+					cancel(ErrLost)
+				}
+				workMu.Unlock()
+				stopOnSignal := context.AfterFunc(ctx, func() { cancel(context.Canceled) })
+				// The elector cancels leadingCtx when it gives up renewing
+				// (and when we stop the election after work returned, by
+				// which time ctx is done and this does nothing).
+				stopOnGiveUp := context.AfterFunc(leadingCtx, func() {
+					if ctx.Err() == nil {
+						lose("could not renew the Lease within the renew deadline")
+					}
+				})
 				close(led)
 				onLeading(true)
 				logger.Info("Started leading", "lease", klog.KRef(c.LeaseNamespace, c.LeaseName), "identity", c.Identity)
-				// Work until shutdown (ctx) or loss of the Lease (leadingCtx).
-				workCtx, cancel := context.WithCancel(leadingCtx)
-				stop := context.AfterFunc(ctx, cancel)
 				workErr = work(klog.NewContext(workCtx, logger))
-				stop()
-				cancel()
+				stopOnSignal()
+				stopOnGiveUp()
+				cancel(context.Canceled)
 				onLeading(false)
 				close(workDone)
-				stopElection() // now release the Lease
+				stopElection()
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(identity string) {
@@ -161,19 +231,120 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	// The adaptor's check fails once our last renewal is older than
+	// LeaseDuration plus its timeout (see HealthzTimeout). Only RunOrDie
+	// connects it to the elector by itself; we call Run.
+	if health != nil {
+		health.SetLeaderElection(elector)
+	}
 	logger.Info("Waiting to lead", "lease", klog.KRef(c.LeaseNamespace, c.LeaseName), "identity", c.Identity)
-	elector.Run(electionCtx)
+	electorDone := make(chan struct{})
+	go func() {
+		defer close(electorDone)
+		elector.Run(electionCtx)
+	}()
+	hasLost := func() bool {
+		workMu.Lock()
+		defer workMu.Unlock()
+		return isLost
+	}
 	select {
-	case <-led:
-	default:
-		return nil // never led; stopped while standing by
+	case <-lost:
+	case <-electorDone:
+		select {
+		case <-led:
+		default:
+			return nil // never led; stopped while standing by
+		}
+		select {
+		case <-workDone:
+			if hasLost() {
+				break
+			}
+			// Work returned (a graceful stop, or an error of its own) and
+			// then stopped the election: hand the Lease over now, so that
+			// a standby need not wait for it to expire.
+			if err := release(context.WithoutCancel(ctx), lock.Interface, c.RenewDeadline); err != nil {
+				logger.Error(err, "Could not release the Lease; a standby takes over when it expires")
+			}
+			return workErr
+		default:
+			// The elector stopped renewing while work still ran.
+			lose("could not renew the Lease within the renew deadline")
+		}
 	}
-	if ctx.Err() == nil {
-		// Lost the Lease: a standby may be leading already. Return at once
-		// (the process exits, ending any sync still in flight) rather than
-		// wait for our work to wind down.
-		return errors.New("leader election lost: exiting so that a restart rejoins as a standby")
+	// Work was cancelled with ErrLost; give its aborted syncs a moment to
+	// log, but never wait for more: the process must exit now.
+	select {
+	case <-workDone:
+	case <-time.After(abortWait):
 	}
-	<-workDone
-	return workErr
+	return ErrLost
+}
+
+// release gives up the Lease if we still hold it, as client-go's
+// ReleaseOnCancel does: a holder with a 1 s lease duration. The update is
+// preconditioned on the Lease's resourceVersion from the read, so it
+// cannot clear a newer holder.
+func release(ctx context.Context, lock resourcelock.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.HolderIdentity != lock.Identity() {
+		return nil
+	}
+	now := metav1.NewTime(time.Now())
+	return lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+	})
+}
+
+// abortWait bounds how long Run waits for work to return after leadership
+// was lost, before it returns anyway.
+const abortWait = time.Second
+
+// HealthzTimeout is the timeout to give leaderelection.NewLeaderHealthzAdaptor
+// so that its check fails for a leader whose last renewal is older than the
+// renew deadline: the point at which it should have given up leading. (The
+// adaptor's check fails past LeaseDuration + timeout, so the timeout is
+// negative.) A leader never stays there for long, since it exits when the
+// elector gives up; the check is for one that is wedged.
+func (c Config) HealthzTimeout() time.Duration { return c.RenewDeadline - c.LeaseDuration }
+
+// watchedLock is the Lease lock with one addition: once we have written
+// ourselves into the Lease, a read that finds another holder (or none)
+// reports it through onTaken. That read happens at the first renewal after
+// another process took the Lease over, where client-go's elector would go
+// on retrying until its renew deadline while we kept working.
+type watchedLock struct {
+	resourcelock.Interface
+	onTaken func(holder string)
+	held    atomic.Bool // our last successful write named us as the holder
+}
+
+func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil && rec.HolderIdentity != l.Identity() && l.held.Swap(false) {
+		l.onTaken(rec.HolderIdentity)
+	}
+	return rec, raw, err
+}
+
+func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, rec)
+	if err == nil {
+		l.held.Store(rec.HolderIdentity == l.Identity())
+	}
+	return err
+}
+
+func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, rec)
+	if err == nil {
+		l.held.Store(rec.HolderIdentity == l.Identity())
+	}
+	return err
 }
