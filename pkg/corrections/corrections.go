@@ -19,6 +19,8 @@ package corrections
 import (
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Limiter hands out correction permits per key. It is safe for concurrent
@@ -36,19 +38,15 @@ type Limiter[K comparable] struct {
 	lastSweep time.Time
 }
 
-// bucket is a token bucket kept as the time it is full again (the
-// "theoretical arrival time" of GCRA): each correction pushes full one
-// period later, and a correction is allowed while that leaves full at most
-// burst periods ahead. Unlike a count of tokens, this is exact with any
-// durations.
 type bucket struct {
 	generation int64
-	full       time.Time
+	tokens     *rate.Limiter
 	// quiet is when the fight is over and the bucket can be dropped: burst
 	// periods after the last correction, or after the time a refused one
-	// was told to come back. A refused correction is still needed until it
-	// is made; counting from the refusal instead would end a fight at the
-	// very retry that continues it when burst is 1.
+	// was told to come back. The bucket is full by then, but a full bucket
+	// is not enough: a refused correction is still needed until it is
+	// made, and with burst 1 the retry that continues a fight finds the
+	// bucket full again.
 	quiet     time.Time
 	contested bool // a correction was refused since the fight began
 }
@@ -84,18 +82,17 @@ func (l *Limiter[K]) Reserve(key K, generation int64, now time.Time) Decision {
 	if b == nil || b.generation != generation || !now.Before(b.quiet) {
 		// Never corrected, the owner changed, or the fight (if any) is
 		// over: a full bucket and no fight.
-		b = &bucket{generation: generation, full: now}
+		b = &bucket{generation: generation, tokens: rate.NewLimiter(rate.Every(l.every), l.burst)}
 		l.keys[key] = b
 	}
-	full := later(b.full, now).Add(l.every)
-	if ahead := full.Sub(now); ahead > l.window() {
-		wait := ahead - l.window()
+	r := b.tokens.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
 		first := !b.contested
 		b.contested = true
 		b.quiet = later(b.quiet, now.Add(wait+l.window()))
 		return Decision{Wait: wait, Contested: true, FirstRefusal: first}
 	}
-	b.full = full
 	b.quiet = later(b.quiet, now.Add(l.window()))
 	return Decision{Contested: b.contested}
 }
@@ -107,7 +104,7 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// window is how far ahead of now a bucket may be full: burst periods.
+// window is how long a bucket takes to refill from empty: burst periods.
 func (l *Limiter[K]) window() time.Duration { return time.Duration(l.burst) * l.every }
 
 // sweep drops the buckets whose fight is over at now, at most once a

@@ -144,6 +144,18 @@ func TestFights(t *testing.T) {
 			{1, at(3 * time.Second), allowed},
 			{1, at(3 * time.Second), refused(time.Second, true)},
 		}},
+		// The bucket is full before the fight is over when the retry
+		// comes late or not at all: the fight is counted from the last
+		// correction needed, not from when the bucket refills.
+		{"a fight outlasts its bucket refilling after a late retry", 3, concat(
+			drain(at(0)),
+			[]req{{1, at(2500 * time.Millisecond), fighting}}, // full at +4s
+			[]req{{1, at(5500*time.Millisecond - time.Nanosecond), fighting}},
+		)},
+		{"a fight outlasts its bucket refilling without the retry", 3, concat(
+			drain(at(0)), // full at +3s, the retry due at +1s
+			[]req{{1, at(4*time.Second - time.Nanosecond), fighting}},
+		)},
 		{"a partly refilled bucket holds no more than burst", 3, []req{
 			{1, at(0), allowed},
 			{1, at(2 * time.Second), allowed}, {1, at(2 * time.Second), allowed}, {1, at(2 * time.Second), allowed},
