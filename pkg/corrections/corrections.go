@@ -9,6 +9,11 @@
 // token bucket for corrections instead: the first few are immediate, then
 // at most one per period, and a change of what the owner declares (its
 // generation) starts afresh, so a user's edits are never delayed.
+//
+// A fight ends once no correction was needed for burst periods (the bucket
+// is full again by then): the object is then treated as never fought over,
+// so the next fight is reported again, and its bucket is dropped, so the
+// Limiter holds only the objects corrected recently.
 package corrections
 
 import (
@@ -20,18 +25,30 @@ import (
 
 // Limiter hands out correction permits per key. It is safe for concurrent
 // use. The zero value is not usable; call New.
+//
+// Key by the owner's UID, not its name: a deleted and recreated owner is a
+// new object, and must not inherit its predecessor's drained bucket or
+// fight. Keys need not be forgotten (see Forget).
 type Limiter[K comparable] struct {
 	every time.Duration
 	burst int
 
-	mu   sync.Mutex
-	keys map[K]*bucket
+	mu        sync.Mutex
+	keys      map[K]*bucket
+	lastSweep time.Time
 }
 
 type bucket struct {
 	generation int64
 	tokens     *rate.Limiter
-	contested  bool // a correction was refused since generation began
+	// quiet is when the fight is over and the bucket can be dropped: burst
+	// periods after the last correction, or after the time a refused one
+	// was told to come back. The bucket is full by then, but a full bucket
+	// is not enough: a refused correction is still needed until it is
+	// made, and with burst 1 the retry that continues a fight finds the
+	// bucket full again.
+	quiet     time.Time
+	contested bool // a correction was refused since the fight began
 }
 
 // Decision is the Limiter's answer to one request for a correction.
@@ -40,17 +57,19 @@ type Decision struct {
 	// else how long to wait before asking again.
 	Wait time.Duration
 	// Contested reports that a correction of this object has been refused
-	// since its owner's generation began: something keeps changing it.
+	// in the current fight: something keeps changing it. A fight ends when
+	// the owner's generation changes, or once no correction was needed
+	// for burst periods.
 	Contested bool
-	// FirstRefusal is set on the refusal that made it contested: the
-	// moment to tell the user, once.
+	// FirstRefusal is set on the refusal that began the fight: the moment
+	// to tell the user, once per fight.
 	FirstRefusal bool
 }
 
 // New returns a Limiter that allows burst corrections per key at once and
-// then one every period.
+// then one every period. A burst below 1 counts as 1.
 func New[K comparable](every time.Duration, burst int) *Limiter[K] {
-	return &Limiter[K]{every: every, burst: burst, keys: map[K]*bucket{}}
+	return &Limiter[K]{every: every, burst: max(burst, 1), keys: map[K]*bucket{}}
 }
 
 // Reserve asks to correct key's object, declared at generation, at now. A
@@ -58,29 +77,66 @@ func New[K comparable](every time.Duration, burst int) *Limiter[K] {
 func (l *Limiter[K]) Reserve(key K, generation int64, now time.Time) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.sweep(now)
 	b := l.keys[key]
-	if b == nil || b.generation != generation {
+	if b == nil || b.generation != generation || !now.Before(b.quiet) {
+		// Never corrected, the owner changed, or the fight (if any) is
+		// over: a full bucket and no fight.
 		b = &bucket{generation: generation, tokens: rate.NewLimiter(rate.Every(l.every), l.burst)}
 		l.keys[key] = b
 	}
 	r := b.tokens.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
+	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
 		first := !b.contested
 		b.contested = true
-		return Decision{Wait: d, Contested: true, FirstRefusal: first}
+		b.quiet = later(b.quiet, now.Add(wait+l.window()))
+		return Decision{Wait: wait, Contested: true, FirstRefusal: first}
 	}
+	b.quiet = later(b.quiet, now.Add(l.window()))
 	return Decision{Contested: b.contested}
 }
 
-// Forget drops key's bucket (its object is gone).
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// window is how long a bucket takes to refill from empty: burst periods.
+func (l *Limiter[K]) window() time.Duration { return time.Duration(l.burst) * l.every }
+
+// sweep drops the buckets whose fight is over at now, at most once a
+// window. Such a bucket is the same as none, so this changes no decision;
+// it bounds the map by the keys corrected within about two windows of now,
+// at the cost of one pass over them per window. Times from callers that
+// read the clock before taking the lock may go slightly backwards; that
+// only delays a sweep.
+func (l *Limiter[K]) sweep(now time.Time) {
+	if now.Sub(l.lastSweep) < l.window() {
+		return
+	}
+	l.lastSweep = now
+	for k, b := range l.keys {
+		if !now.Before(b.quiet) {
+			delete(l.keys, k)
+		}
+	}
+}
+
+// Forget drops key's bucket. It is never needed for correctness: a bucket
+// left behind is dropped by a sweep once its fight is over. It only frees
+// the memory sooner, when the caller still knows the key of an object that
+// is gone (a caller keyed by UID usually does not).
 func (l *Limiter[K]) Forget(key K) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.keys, key)
 }
 
-// Len is the number of keys with a bucket.
+// Len is the number of keys with a bucket, including some whose fight is
+// over and that the next sweep drops.
 func (l *Limiter[K]) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,6 +1,7 @@
 package corrections
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -92,4 +93,128 @@ func TestContested(t *testing.T) {
 	want(l.Reserve("a", 1, now), true, false)                   // refused again: said already
 	want(l.Reserve("a", 1, now.Add(time.Second)), true, false)  // allowed, still a fight
 	want(l.Reserve("a", 2, now.Add(time.Second)), false, false) // the owner changed: afresh
+}
+
+func TestFights(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	type req struct {
+		generation int64
+		now        time.Time
+		want       Decision
+	}
+	allowed := Decision{}
+	fighting := Decision{Contested: true}
+	refused := func(wait time.Duration, first bool) Decision {
+		return Decision{Wait: wait, Contested: true, FirstRefusal: first}
+	}
+	// drain spends a fresh bucket of 3 at t and is refused once: a fight
+	// begins.
+	drain := func(t time.Time) []req {
+		return []req{{1, t, allowed}, {1, t, allowed}, {1, t, allowed}, {1, t, refused(time.Second, true)}}
+	}
+
+	tests := []struct {
+		name  string
+		burst int
+		reqs  []req
+	}{
+		{"a fight is over once no correction was needed for burst periods", 3, concat(
+			drain(at(0)),
+			[]req{{1, at(time.Second), fighting}}, // the refused one, made late
+			// Quiet from +1s to +4s: the bucket is full, the fight over.
+			[]req{{1, at(4 * time.Second), allowed}},
+			// A new fight is a new refusal to report.
+			[]req{{1, at(4 * time.Second), allowed}, {1, at(4 * time.Second), allowed}, {1, at(4 * time.Second), refused(time.Second, true)}},
+		)},
+		{"not a moment sooner", 3, concat(
+			drain(at(0)),
+			[]req{{1, at(time.Second), fighting}},
+			[]req{{1, at(4*time.Second - time.Nanosecond), fighting}},
+		)},
+		{"a refused correction keeps the fight going until it is made", 1, []req{
+			{1, at(0), allowed},
+			{1, at(0), refused(time.Second, true)},
+			// Exactly one window after the refusal, but this is the
+			// correction it asked for: the same fight, not a new one.
+			{1, at(time.Second), fighting},
+			{1, at(time.Second), refused(time.Second, false)},
+			{1, at(2 * time.Second), fighting},
+			// Quiet for a period after the last correction: over.
+			{1, at(3 * time.Second), allowed},
+			{1, at(3 * time.Second), refused(time.Second, true)},
+		}},
+		// The bucket is full before the fight is over when the retry
+		// comes late or not at all: the fight is counted from the last
+		// correction needed, not from when the bucket refills.
+		{"a fight outlasts its bucket refilling after a late retry", 3, concat(
+			drain(at(0)),
+			[]req{{1, at(2500 * time.Millisecond), fighting}}, // full at +4s
+			[]req{{1, at(5500*time.Millisecond - time.Nanosecond), fighting}},
+		)},
+		{"a fight outlasts its bucket refilling without the retry", 3, concat(
+			drain(at(0)), // full at +3s, the retry due at +1s
+			[]req{{1, at(4*time.Second - time.Nanosecond), fighting}},
+		)},
+		{"a partly refilled bucket holds no more than burst", 3, []req{
+			{1, at(0), allowed},
+			{1, at(2 * time.Second), allowed}, {1, at(2 * time.Second), allowed}, {1, at(2 * time.Second), allowed},
+			{1, at(2 * time.Second), refused(time.Second, true)},
+		}},
+		{"a new generation ends the fight at once", 3, concat(
+			drain(at(0)),
+			[]req{{2, at(0), allowed}, {2, at(0), allowed}, {2, at(0), allowed}, {2, at(0), refused(time.Second, true)}},
+		)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New[string](time.Second, tc.burst)
+			for i, r := range tc.reqs {
+				if got := l.Reserve("uid-1", r.generation, r.now); got != r.want {
+					t.Fatalf("request %d (generation %d at +%v): got %+v, want %+v",
+						i, r.generation, r.now.Sub(t0), got, r.want)
+				}
+			}
+		})
+	}
+}
+
+func concat[T any](s ...[]T) []T {
+	var all []T
+	for _, x := range s {
+		all = append(all, x...)
+	}
+	return all
+}
+
+// A controller keyed by UID sees each Foo once: the Limiter must not keep
+// every object it ever corrected.
+func TestBucketsOfOverFightsAreDropped(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	const burst = 3
+	l := New[string](time.Second, burst)
+	for i := range 100 {
+		key := fmt.Sprintf("gone-%d", i)
+		l.Reserve(key, 1, t0)
+		l.Reserve(key, 1, t0)
+	}
+	for range burst + 1 {
+		l.Reserve("fighting", 1, t0.Add(2*time.Second))
+	}
+	if l.Len() != 101 {
+		t.Fatalf("Len = %d, want 101 while every fight may go on", l.Len())
+	}
+
+	// Three seconds on, the 100 have had no correction for burst periods;
+	// the fought-over one was refused at +2s.
+	now := t0.Add(burst * time.Second)
+	if d := l.Reserve("new", 1, now); d.Wait != 0 || d.Contested {
+		t.Fatalf("new key: %+v", d)
+	}
+	if l.Len() != 2 {
+		t.Errorf("Len = %d, want 2 (the fight and the new key)", l.Len())
+	}
+	if d := l.Reserve("fighting", 1, now); d != (Decision{Contested: true}) {
+		t.Errorf("the fight that goes on was forgotten: %+v", d)
+	}
 }

@@ -1,0 +1,236 @@
+// Package proptest holds what the property tests of the Foo controller's
+// decisions share: a generator of random valid Foos, and a model of what the
+// API server makes of the Deployment the controller applies.
+//
+// It is used only by tests (pkg/reconcile's unit tests and pkg/integration,
+// which checks the model against a real API server), but is a package of its
+// own so that both use the same idea of a valid Foo.
+package proptest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+)
+
+// Foo returns a random Foo in namespace that the CRD's schema accepts
+// (artifacts/examples/crd.yaml), with a UID and a generation as if stored.
+// Edge values (no replicas, 0 and 100 replicas, an image without a tag, no
+// image, names of the maximum length) come up often, not once in millions.
+//
+// Replicas and image may be unset, as in a Foo stored before the CRD had
+// defaults: the controller must handle those too.
+func Foo(r *rand.Rand, namespace string) *samplev1alpha1.Foo {
+	foo := &samplev1alpha1.Foo{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       dnsSubdomain(r),
+			Namespace:  namespace,
+			UID:        uid(r),
+			Generation: 1 + r.Int64N(1<<40),
+		},
+		Spec: samplev1alpha1.FooSpec{
+			DeploymentName: dnsLabel(r, 63),
+			Image:          image(r),
+			DeletionPolicy: oneOf(r, "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan),
+		},
+	}
+	switch r.IntN(10) {
+	case 0: // unset
+	case 1:
+		foo.Spec.Replicas = ptr.To[int32](0)
+	case 2:
+		foo.Spec.Replicas = ptr.To[int32](100)
+	default:
+		foo.Spec.Replicas = ptr.To(r.Int32N(101))
+	}
+	return foo
+}
+
+func oneOf[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choices))] }
+
+// length is a random length in 1..maxLen, the extremes often.
+func length(r *rand.Rand, maxLen int) int {
+	switch r.IntN(8) {
+	case 0:
+		return 1
+	case 1:
+		return maxLen
+	default:
+		return 1 + r.IntN(min(maxLen, 20))
+	}
+}
+
+const (
+	alnum      = "abcdefghijklmnopqrstuvwxyz0123456789"
+	labelChars = alnum + "-"
+)
+
+// dnsLabel is an RFC 1123 label of at most maxLen: [a-z0-9-], alphanumeric
+// at both ends.
+func dnsLabel(r *rand.Rand, maxLen int) string {
+	n := length(r, maxLen)
+	b := make([]byte, n)
+	for i := range b {
+		chars := labelChars
+		if i == 0 || i == n-1 {
+			chars = alnum
+		}
+		b[i] = chars[r.IntN(len(chars))]
+	}
+	return string(b)
+}
+
+// dnsSubdomain is an RFC 1123 subdomain (a Foo's name): labels joined by
+// dots, at most 253 characters.
+func dnsSubdomain(r *rand.Rand) string {
+	name := dnsLabel(r, 63)
+	for r.IntN(4) == 0 {
+		next := dnsLabel(r, 63)
+		if len(name)+1+len(next) > 253 {
+			break
+		}
+		name += "." + next
+	}
+	return name
+}
+
+func uid(r *rand.Rand) types.UID {
+	return types.UID(fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
+		r.Uint32(), r.Uint32N(1<<16), r.Uint32N(1<<12), 0x8000|r.Uint32N(1<<14), r.Uint64N(1<<48)))
+}
+
+// image is an image reference the CRD accepts: none (defaulted), a common
+// shape, or up to 512 printable non-space characters not ending in
+// ":latest" (the API server does not parse references; the kubelet does).
+func image(r *rand.Rand) string {
+	switch r.IntN(10) {
+	case 0:
+		return ""
+	case 1, 2, 3:
+		return oneOf(r,
+			"nginx:1.27", "nginx", "busybox@sha256:"+strings.Repeat("ab", 32),
+			"registry.example.com:5000/team/app:v1.2.3", "ghcr.io/o/app:latest-2",
+			"app:LATEST", "localhost/app:latestx", "x")
+	}
+	n := length(r, 512)
+	for {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('!' + r.IntN('~'-'!'+1))
+		}
+		if s := string(b); !strings.HasSuffix(s, ":latest") {
+			return s
+		}
+	}
+}
+
+// Served is the Deployment the API server stores for a server-side apply of
+// apply creating it: the fields applied, plus what the server fills in —
+// identity, and the defaults of apps/v1 and core/v1 that the controller
+// does not declare (its Drift must tolerate them). Status is left empty: a
+// new Deployment has none yet.
+//
+// The defaults are a model, written down from the API's defaulting
+// functions; pkg/integration's TestDriftAgreesWithTheAPIServer checks it
+// against a real API server.
+func Served(apply *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+	raw, err := json.Marshal(apply)
+	if err != nil {
+		return nil, err
+	}
+	dep := &appsv1.Deployment{}
+	if err := json.Unmarshal(raw, dep); err != nil {
+		return nil, err
+	}
+	dep.UID = "00000000-0000-4000-8000-000000000001"
+	dep.ResourceVersion = "1"
+	dep.Generation = 1
+	dep.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	DeploymentDefaults(dep)
+	return dep, nil
+}
+
+// DeploymentDefaults sets the apps/v1 and core/v1 defaults the API server
+// gives a Deployment (k8s.io/kubernetes/pkg/apis/apps/v1 and core/v1
+// SetDefaults_*), as far as the controller's Deployment can have them.
+func DeploymentDefaults(dep *appsv1.Deployment) {
+	s := &dep.Spec
+	if s.Replicas == nil {
+		s.Replicas = ptr.To[int32](1)
+	}
+	if s.Strategy.Type == "" {
+		s.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if s.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType {
+		if s.Strategy.RollingUpdate == nil {
+			s.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		}
+		if s.Strategy.RollingUpdate.MaxUnavailable == nil {
+			s.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("25%"))
+		}
+		if s.Strategy.RollingUpdate.MaxSurge == nil {
+			s.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("25%"))
+		}
+	}
+	if s.RevisionHistoryLimit == nil {
+		s.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	if s.ProgressDeadlineSeconds == nil {
+		s.ProgressDeadlineSeconds = ptr.To[int32](600)
+	}
+
+	p := &s.Template.Spec
+	if p.DNSPolicy == "" {
+		p.DNSPolicy = corev1.DNSClusterFirst
+	}
+	if p.RestartPolicy == "" {
+		p.RestartPolicy = corev1.RestartPolicyAlways
+	}
+	if p.SecurityContext == nil {
+		p.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	if p.TerminationGracePeriodSeconds == nil {
+		p.TerminationGracePeriodSeconds = ptr.To[int64](corev1.DefaultTerminationGracePeriodSeconds)
+	}
+	if p.SchedulerName == "" {
+		p.SchedulerName = corev1.DefaultSchedulerName
+	}
+	for i := range p.Containers {
+		c := &p.Containers[i]
+		if c.TerminationMessagePath == "" {
+			c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+		}
+		if c.TerminationMessagePolicy == "" {
+			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
+		if c.ImagePullPolicy == "" {
+			c.ImagePullPolicy = pullPolicy(c.Image)
+		}
+	}
+}
+
+// pullPolicy is the default pull policy of image: Always for a ":latest" or
+// missing tag, else IfNotPresent (core/v1 SetDefaults_Container). The API
+// server decides with a full image reference parser, and picks IfNotPresent
+// for references it cannot parse (uppercase, odd characters); this is right
+// for common references only, which is why the integration test does not
+// compare pull policies. Drift ignores the pull policy either way.
+func pullPolicy(image string) corev1.PullPolicy {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndexAny(name, ":/"); i < 0 || name[i] == '/' || name[i+1:] == "latest" {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}

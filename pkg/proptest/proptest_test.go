@@ -1,0 +1,60 @@
+package proptest
+
+import (
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+)
+
+// The generator is only useful if what it makes is valid: a Foo the API
+// server refuses would test a case that cannot happen. These are the
+// FooSpec markers in pkg/apis/samplecontroller/v1alpha1/types.go; the
+// integration test also creates the Foos (dry run) against the real CRD.
+func TestFoosAreValid(t *testing.T) {
+	deploymentName := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	image := regexp.MustCompile(`^\S+$`)
+	r := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	for range 10000 {
+		foo := Foo(r, "ns")
+		s := foo.Spec
+		if errs := validation.IsDNS1123Subdomain(foo.Name); len(errs) > 0 {
+			t.Fatalf("name %q: %v", foo.Name, errs)
+		}
+		if n := len(s.DeploymentName); n < 1 || n > 63 || !deploymentName.MatchString(s.DeploymentName) {
+			t.Fatalf("deploymentName %q", s.DeploymentName)
+		}
+		if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > 100) {
+			t.Fatalf("replicas %d", *s.Replicas)
+		}
+		if s.Image != "" && (len(s.Image) > 512 || !image.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest")) {
+			t.Fatalf("image %q", s.Image)
+		}
+		switch s.DeletionPolicy {
+		case "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan:
+		default:
+			t.Fatalf("deletionPolicy %q", s.DeletionPolicy)
+		}
+		if errs := validation.IsValidLabelValue(string(foo.UID)); len(errs) > 0 {
+			t.Fatalf("uid %q: %v", foo.UID, errs)
+		}
+		seen["replicas nil"] = seen["replicas nil"] || s.Replicas == nil
+		seen["replicas 0"] = seen["replicas 0"] || s.Replicas != nil && *s.Replicas == 0
+		seen["replicas 100"] = seen["replicas 100"] || s.Replicas != nil && *s.Replicas == 100
+		seen["no image"] = seen["no image"] || s.Image == ""
+		seen["long image"] = seen["long image"] || len(s.Image) == 512
+		seen["long deploymentName"] = seen["long deploymentName"] || len(s.DeploymentName) == 63
+		seen["dotted name"] = seen["dotted name"] || strings.Contains(foo.Name, ".")
+	}
+	// Edges that are not generated are not tested.
+	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "no image", "long image", "long deploymentName", "dotted name"} {
+		if !seen[edge] {
+			t.Errorf("never generated: %s", edge)
+		}
+	}
+}
