@@ -16,6 +16,10 @@ import (
 	"example.com/foo-controller/pkg/reconcile"
 )
 
+// controllerFieldManager is the controller's field manager (controllerName
+// in package main): which manager applies decides which fields conflict.
+const controllerFieldManager = "foo-controller"
+
 // TestDriftAgreesWithTheAPIServer is reconcile's property test with the
 // real API server in place of its model: for random valid Foos, what the
 // server stores for a server-side apply of DesiredDeployment has no Drift.
@@ -27,11 +31,8 @@ import (
 // the Foos are not created; each is dry-run created only to check that it
 // is valid, against the real CRD schema (with its CEL rule). The test also
 // checks proptest's model of the server, which the unit test relies on.
-// controllerFieldManager is the controller's field manager (controllerName
-// in package main): which manager applies decides which fields conflict.
-const controllerFieldManager = "foo-controller"
-
 func TestDriftAgreesWithTheAPIServer(t *testing.T) {
+	t.Parallel()
 	const foos = 100
 	seed := seedFromEnv(t, "FOO_PROPERTY_SEED")
 	rng := rand.New(rand.NewPCG(seed, seed))
