@@ -189,7 +189,7 @@ func NewController(
 		// Retry policy: a key whose sync fails is retried after 5ms, 10ms,
 		// 20ms, ... doubling up to 1000s, and all retries together are
 		// limited to 10/s with bursts of 100 (client-go's default controller
-		// rate limiter). A successful sync resets the key's backoff. A new
+		// rate limiter). A sync that is done resets the key's backoff. A new
 		// event or a resync adds the key at once, whatever its backoff.
 		workqueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -304,21 +304,16 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 		return false
 	}
 	start := time.Now()
-	err := c.syncSafely(syncCtx, key)
+	res, err := c.syncSafely(syncCtx, key)
 	result := resultOf(err)
 	metrics.ReconcileTotal.WithLabelValues(result).Inc()
 	metrics.ReconcileDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
-	c.handleErr(ctx, key, err)
+	c.handleErr(ctx, key, res, err)
 	return true
 }
 
 // HasSynced reports whether both informer caches have synced.
 func (c *Controller) HasSynced() bool { return c.deploymentsSynced() && c.foosSynced() }
-
-// errCorrectionDelayed is how syncDeployment says that it held back a
-// correction (see corrections) and scheduled the key for later: nothing
-// more to do in this sync, and nothing failed.
-var errCorrectionDelayed = errors.New("correction delayed")
 
 // errPanic marks an error that stands for a recovered panic.
 var errPanic = errors.New("panic in syncHandler")
@@ -338,7 +333,7 @@ func resultOf(err error) string {
 
 // syncSafely runs syncHandler, turning a panic into an error so that one bad
 // object cannot crash the process and is retried with backoff instead.
-func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (err error) {
+func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (res syncResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
@@ -347,19 +342,56 @@ func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (err 
 	return c.syncHandler(ctx, key)
 }
 
-// handleErr is the sync contract in one place:
-//   - nil: the Foo is as converged as the controller can make it now. Its
-//     backoff is reset; it is synced again only when something it depends on
-//     changes (every such thing is watched) or at the next resync.
-//     Permanent problems the user must fix (a Deployment name taken by
-//     someone else) are reported as a condition and also return nil:
-//     retrying cannot fix them, so they must not spin in backoff.
-//   - an error: transient (API unavailable, a write conflict on a stale
-//     object, a panic). The key is retried with per-key exponential backoff;
-//     see the rate limiter in NewController.
-func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err error) {
+// syncResult is what a sync asks to happen next. With the error that
+// syncHandler returns beside it, it is the whole sync contract, and
+// handleErr is the only code that acts on it (docs/sync-contract.md):
+//
+//   - Done: the zero syncResult and a nil error. The Foo is as converged as
+//     the controller can make it now. Its failure backoff is reset; it is
+//     synced again only when something it depends on changes (every such
+//     thing is watched) or at the next resync.
+//   - Requeue after d: requeueAfter > 0 and a nil error. Nothing failed, but
+//     something is held back until a known time (a correction the
+//     corrections limiter has no token for yet, a status write the pacer
+//     holds back). The key comes back after d, or sooner if an event brings
+//     it. Its failure backoff is reset, as for done.
+//   - Transient error: a non-nil error (API unavailable, a write conflict on
+//     a stale object, a panic). The key is retried with per-key exponential
+//     backoff (see the rate limiter in NewController); the syncResult is
+//     ignored.
+//   - Permanent problem: one the user must fix (a Deployment name taken by
+//     someone else) is reported as a condition and returns done: retrying
+//     cannot fix it, so it must not spin in backoff. The exception is an
+//     apply the API server refused (quota, admission): it is reported and
+//     also returned as an error, since the refusal may lift without any
+//     event the controller watches.
+//
+// When several parts of one sync ask to come back, the soonest wins.
+type syncResult struct {
+	// requeueAfter, when positive, asks for the next sync of the key after
+	// this long.
+	requeueAfter time.Duration
+}
+
+// requeueAfter is a syncResult asking to come back after d.
+func requeueAfter(d time.Duration) syncResult { return syncResult{requeueAfter: d} }
+
+// soonest combines two parts' wishes: the earlier requeue, if any.
+func (r syncResult) soonest(o syncResult) syncResult {
+	if r.requeueAfter <= 0 || (o.requeueAfter > 0 && o.requeueAfter < r.requeueAfter) {
+		return o
+	}
+	return r
+}
+
+// handleErr does what a sync's result and error ask (see syncResult). It is
+// the only code that schedules a key.
+func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res syncResult, err error) {
 	if err == nil {
 		c.workqueue.Forget(key)
+		if res.requeueAfter > 0 {
+			c.workqueue.AddAfter(key, res.requeueAfter)
+		}
 		return
 	}
 	logger := klog.FromContext(ctx)
@@ -374,10 +406,11 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, err er
 	c.workqueue.AddRateLimited(key)
 }
 
-// syncHandler converges one Foo. It reads only from the informer cache (it
-// never modifies cached objects) and sends a request only for something
-// that differs from what the Foo declares.
-func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+// syncHandler converges one Foo and says what should happen next (see
+// syncResult). It reads only from the informer cache (it never modifies
+// cached objects) and sends a request only for something that differs from
+// what the Foo declares.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syncResult, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "foo", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
 	start := c.clock.Now()
@@ -385,7 +418,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	foo, err := c.getFoo(key)
 	if err != nil {
-		return err
+		return syncResult{}, err
 	}
 	if foo == nil {
 		// Deleted. The garbage collector removes its Deployment (with the
@@ -393,48 +426,54 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		logger.V(4).Info("Foo no longer exists")
 		c.corrections.Forget(key)
 		c.statusPacer.forget(key)
-		return nil
+		return syncResult{}, nil
 	}
 
 	if foo.DeletionTimestamp != nil {
-		return c.finalize(ctx, foo)
+		return syncResult{}, c.finalize(ctx, foo)
 	}
 	foo, err = c.syncFinalizer(ctx, foo)
 	if err != nil || foo == nil {
-		return err
+		return syncResult{}, err
 	}
-	obs, err := c.syncDeployment(ctx, foo)
-	if errors.Is(err, errCorrectionDelayed) {
-		return nil // the key is already scheduled for the correction
-	}
+	obs, held, err := c.syncDeployment(ctx, foo)
 	if err != nil {
 		if !isPermanent(err) {
-			return err
+			return syncResult{}, err
 		}
 		// The API server refused the Deployment itself (quota, admission
 		// policy, ...): the user must see why, on the Foo. The error is
 		// still returned, so the apply is retried with backoff.
 		obs.ApplyError = err
-		return errors.Join(err, c.syncStatus(ctx, foo, obs))
+		_, statusErr := c.syncStatus(ctx, foo, obs)
+		return syncResult{}, errors.Join(err, statusErr)
+	}
+	if held.requeueAfter > 0 {
+		// A correction is held back: the Deployment is about to be put
+		// back, so there is nothing to prune or report from it yet.
+		return held, nil
 	}
 	// Delete Deployments left from an earlier spec.deploymentName only once
 	// the current one is ours and in place: while the new name is blocked,
 	// the old Deployment keeps serving.
 	if !obs.Conflict && !obs.Waiting {
 		if err := c.pruneDeployments(ctx, foo); err != nil {
-			return err
+			return syncResult{}, err
 		}
 	}
 	return c.syncStatus(ctx, foo, obs)
 }
 
 // syncDeployment makes the Deployment named in foo's spec exist in the
-// declared shape, unless that name belongs to someone else.
-func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (reconcile.Observation, error) {
+// declared shape, unless that name belongs to someone else. A positive
+// held.requeueAfter says that a correction is held back until then (see
+// corrections): the observation is then empty, since the Deployment is
+// about to be put back.
+func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (obs reconcile.Observation, held syncResult, err error) {
 	logger := klog.FromContext(ctx)
 	dep, err := c.getDeployment(foo.Namespace, foo.Spec.DeploymentName)
 	if err != nil {
-		return reconcile.Observation{}, err
+		return reconcile.Observation{}, syncResult{}, err
 	}
 	if dep == nil {
 		// Apply creates it. If the cache is behind and a foreign Deployment
@@ -443,12 +482,12 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		// which is immutable.
 		created, err := c.applyDeployment(ctx, foo)
 		if err != nil {
-			return reconcile.Observation{}, err
+			return reconcile.Observation{}, syncResult{}, err
 		}
 		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
 		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
 			"Created Deployment %s with %d replicas", created.Name, reconcile.Replicas(foo))
-		return reconcile.Observation{Deployment: created}, nil
+		return reconcile.Observation{Deployment: created}, syncResult{}, nil
 	}
 
 	ownership := reconcile.Classify(dep, foo)
@@ -457,22 +496,22 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		// Going away (its deletion event brings the Foo back to create it
 		// anew). Never adopt or update an object that is being deleted.
 		logger.V(4).Info("Waiting for the old Deployment to be deleted", "deployment", klog.KObj(dep))
-		return reconcile.Observation{Deployment: dep, Waiting: true}, nil
+		return reconcile.Observation{Deployment: dep, Waiting: true}, syncResult{}, nil
 	case ownership == reconcile.Foreign:
 		// Reported through the Ready condition (and a Warning when that
 		// condition begins, in syncStatus); nothing to retry: the name
 		// index brings the Foo back when that Deployment changes or goes.
 		logger.V(4).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
-		return reconcile.Observation{Deployment: dep, Conflict: true}, nil
+		return reconcile.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil
 	}
 
 	drift := reconcile.Drift(foo, dep)
 	if len(drift) == 0 {
-		return reconcile.Observation{Deployment: dep}, nil
+		return reconcile.Observation{Deployment: dep}, syncResult{}, nil
 	}
 	// Someone changed our Deployment. Put it back, but if they keep doing
-	// so, only as often as the corrections limiter allows: the key comes
-	// back when the limiter has a token. Meanwhile the Deployment's status
+	// so, only as often as the corrections limiter allows: the sync asks to
+	// come back when the limiter has a token. Meanwhile the Deployment's status
 	// describes a spec we are about to replace, so the Foo's status is
 	// left as it is; and the user hears about the fight once, not once
 	// per correction.
@@ -487,12 +526,11 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 				"Deployment %s keeps being changed by another client (%v); putting it back at most once per %v",
 				dep.Name, drift, correctionEvery)
 		}
-		c.workqueue.AddAfter(key, fight.Wait)
-		return reconcile.Observation{}, errCorrectionDelayed
+		return reconcile.Observation{}, requeueAfter(fight.Wait), nil
 	}
 	updated, err := c.applyDeployment(ctx, foo)
 	if err != nil {
-		return reconcile.Observation{}, err
+		return reconcile.Observation{}, syncResult{}, err
 	}
 	// Report only what the apply really fixed: a field that still differs
 	// in the API server's answer is being set back by something else (a
@@ -503,7 +541,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 			"deployment", klog.KObj(updated), "fields", still)
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
-			return reconcile.Observation{Deployment: updated}, nil
+			return reconcile.Observation{Deployment: updated}, syncResult{}, nil
 		}
 	}
 	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
@@ -520,7 +558,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
 			"Updated Deployment %s: %v", updated.Name, drift)
 	}
-	return reconcile.Observation{Deployment: updated}, nil
+	return reconcile.Observation{Deployment: updated}, syncResult{}, nil
 }
 
 // applyDeployment server-side applies the Deployment foo declares. Force
@@ -569,12 +607,13 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 // syncStatus writes foo's status through the status subresource, and only if
 // it changed: an unchanged Foo costs no request. When the Ready condition
 // turns to a problem the user must act on, it records one Warning Event —
-// after the write, so a failed write (retried) cannot repeat the Event.
-func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs reconcile.Observation) error {
+// after the write, so a failed write (retried) cannot repeat the Event. A
+// write the pacer holds back is a requeue for when it may go out.
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs reconcile.Observation) (syncResult, error) {
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
 	want := reconcile.Status(foo, obs, now)
 	if reconcile.StatusEqual(foo.Status, want) {
-		return nil
+		return syncResult{}, nil
 	}
 	key := cache.MetaObjectToName(foo)
 	deferrable := reconcile.ProgressOnly(foo.Status, want)
@@ -590,17 +629,16 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		// then, unless a change worth writing at once brings it back earlier.
 		if wait := c.statusPacer.wait(key, c.clock.Now()); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
-			c.workqueue.AddAfter(key, wait)
-			return nil
+			return requeueAfter(wait), nil
 		}
 	}
 	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
 		reconcile.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile; nothing left to report on
+		return syncResult{}, nil // deleted meanwhile; nothing left to report on
 	}
 	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
+		return syncResult{}, fmt.Errorf("writing status: %w", err)
 	}
 	c.foos.Mutation(trimmed(updated))
 	c.statusPacer.wrote(key, c.clock.Now())
@@ -616,7 +654,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		}
 		c.recorder.Eventf(foo, related, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	}
-	return nil
+	return syncResult{}, nil
 }
 
 // warningReasons are the Ready reasons that need the user: each gets a

@@ -151,7 +151,7 @@ func (f *fixture) sync(key cache.ObjectName) (kubeActions, fooActions []core.Act
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
 	before := f.snapshotCaches()
-	err = c.syncHandler(ctx, key)
+	_, err = c.syncHandler(ctx, key)
 	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
 		f.t.Errorf("the sync modified objects in the informer cache")
 	}
@@ -166,9 +166,9 @@ func (f *fixture) syncPaced(key cache.ObjectName) (kubeActions, fooActions []cor
 	_, ctx := ktesting.NewTestContext(f.t)
 	c := f.newController(ctx)
 	before := f.snapshotCaches()
-	if err = c.syncHandler(ctx, key); err == nil {
+	if _, err = c.syncHandler(ctx, key); err == nil {
 		f.clock.Step(statusProgressInterval)
-		err = c.syncHandler(ctx, key)
+		_, err = c.syncHandler(ctx, key)
 	}
 	if after := f.snapshotCaches(); !equality.Semantic.DeepEqual(before, after) {
 		f.t.Errorf("the sync modified objects in the informer cache")
@@ -454,17 +454,22 @@ func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
 		c := f.newController(ctx)
 		for _, after := range []time.Duration{0, statusProgressInterval / 2} {
 			f.clock.SetTime(fixedNow.Add(after))
-			if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			res, err := c.syncHandler(ctx, keyOf(foo))
+			if err != nil {
 				t.Fatal(err)
+			}
+			if want := statusProgressInterval - after; res.requeueAfter != want {
+				t.Errorf("after %v: the held-back status must come back when it may be written: requeue after %v, want %v",
+					after, res.requeueAfter, want)
 			}
 		}
 		assertActions(t, "foo", f.client.Actions(), nil)
 		if c.workqueue.Len() != 0 {
-			t.Error("the held-back status must come back after a delay, not at once")
+			t.Error("the sync must not queue the key itself; handleErr does")
 		}
 		f.clock.SetTime(fixedNow.Add(statusProgressInterval))
-		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
-			t.Fatal(err)
+		if res, err := c.syncHandler(ctx, keyOf(foo)); err != nil || res != (syncResult{}) {
+			t.Fatal(res, err)
 		}
 		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 		if r := readyOf(t, appliedStatus(t, f.client.Actions())); r.Reason != samplev1alpha1.ReasonProgressing {
@@ -587,8 +592,13 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 
 	for i := range correctionBurst + 3 {
 		fight()
-		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		res, err := c.syncHandler(ctx, keyOf(foo))
+		if err != nil {
 			t.Fatalf("sync %d: %v", i, err)
+		}
+		if held := i >= correctionBurst; held != (res.requeueAfter > 0) || res.requeueAfter > correctionEvery {
+			t.Errorf("sync %d: requeue after %v; a held-back correction must come back within %v, an applied one not at all",
+				i, res.requeueAfter, correctionEvery)
 		}
 	}
 	if got := applies(); got != correctionBurst {
@@ -596,7 +606,7 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 			correctionBurst+3, got, correctionBurst)
 	}
 	if c.workqueue.Len() != 0 {
-		t.Errorf("a delayed correction must wait, not be queued at once (queue length %d)", c.workqueue.Len())
+		t.Errorf("the sync must not queue the key itself; handleErr does (queue length %d)", c.workqueue.Len())
 	}
 	// One Event per correction until the fight is noticed, then one
 	// Warning, then silence.
@@ -611,7 +621,7 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	fight()
 	fight()
 	for range 2 {
-		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -636,7 +646,7 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	fight()
-	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
 	if got := applies(); got != correctionBurst+2 {
@@ -658,7 +668,7 @@ func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
 	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, dep.DeepCopy(), nil
 	})
-	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
@@ -827,6 +837,7 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	rv := 100
+	var last syncResult
 	step := func(updated, available int32) {
 		t.Helper()
 		rv++
@@ -836,7 +847,8 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 		if err := f.deploymentIndexer.Update(d); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		var err error
+		if last, err = c.syncHandler(ctx, keyOf(foo)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -851,8 +863,8 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	if writes() != 1 {
 		t.Errorf("progress-only updates within %v of the last write must wait: %d writes", statusProgressInterval, writes())
 	}
-	if c.workqueue.Len() != 0 {
-		t.Error("the held-back update must come back after a delay, not at once")
+	if last.requeueAfter <= 0 || last.requeueAfter > statusProgressInterval {
+		t.Errorf("the held-back update must come back within %v: requeue after %v", statusProgressInterval, last.requeueAfter)
 	}
 	f.clock.Step(statusProgressInterval)
 	step(3, 2) // the interval has passed: written
@@ -1012,7 +1024,7 @@ func TestSyncTransientErrors(t *testing.T) {
 			f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
-			if err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, tc.err) {
+			if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, tc.err) {
 				t.Fatalf("got %v, want %v", err, tc.err)
 			}
 			// Through the worker: the key is retried with backoff.
@@ -1042,7 +1054,7 @@ func TestSyncStaleFooConflictIsRetried(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := c.syncHandler(ctx, keyOf(foo)); !apierrors.IsConflict(err) {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !apierrors.IsConflict(err) {
 		t.Fatalf("want a conflict, got %v", err)
 	}
 	c.workqueue.Add(keyOf(foo))
@@ -1063,7 +1075,7 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 	f := newFixture(t).withFoo(foo)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(drainEvents(f.recorder)); n != 1 {
@@ -1071,7 +1083,7 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 	}
 	f.kubeclient.ClearActions()
 	f.client.ClearActions()
-	if err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
@@ -1121,7 +1133,7 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, refusal
 	})
-	err := c.syncHandler(ctx, keyOf(foo))
+	_, err := c.syncHandler(ctx, keyOf(foo))
 	if !errors.Is(err, refusal) {
 		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
 	}
@@ -1134,7 +1146,7 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 
 	// The retry meets the same refusal: no second Event, no second write.
 	f.client.ClearActions()
-	if err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
 		t.Fatal(err)
 	}
 	assertActions(t, "foo", f.client.Actions(), nil)
@@ -1171,6 +1183,17 @@ func TestSuccessfulSyncResetsBackoff(t *testing.T) {
 	c.processNextWorkItem(ctx, ctx)
 	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 0 {
 		t.Errorf("requeues after success: got %d, want 0", n)
+	}
+}
+
+func TestSyncResultSoonest(t *testing.T) {
+	done, one, two := syncResult{}, requeueAfter(time.Second), requeueAfter(2*time.Second)
+	for _, tc := range []struct{ a, b, want syncResult }{
+		{done, done, done}, {done, one, one}, {one, done, one}, {one, two, one}, {two, one, one},
+	} {
+		if got := tc.a.soonest(tc.b); got != tc.want {
+			t.Errorf("%v.soonest(%v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
 
