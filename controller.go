@@ -33,7 +33,7 @@ import (
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 const (
@@ -140,8 +140,8 @@ type Controller struct {
 	// correctionEvery, afresh whenever the Foo's generation changes.
 	corrections *corrections.Limiter[cache.ObjectName]
 	// statusPacer holds back status writes that only move counts (see
-	// reconcile.ProgressOnly) and a new Foo's first "progressing" (see
-	// reconcile.FirstProgress) to one per statusProgressInterval per Foo.
+	// plan.ProgressOnly) and a new Foo's first "progressing" (see
+	// plan.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *statusPacer
 	recorder    events.EventRecorder
 	clock       clock.PassiveClock
@@ -469,11 +469,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 // held.requeueAfter says that a correction is held back until then (see
 // corrections): the observation is then empty, since the Deployment is
 // about to be put back.
-func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (obs reconcile.Observation, held syncResult, err error) {
+func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (obs plan.Observation, held syncResult, err error) {
 	logger := klog.FromContext(ctx)
 	dep, err := c.getDeployment(foo.Namespace, foo.Spec.DeploymentName)
 	if err != nil {
-		return reconcile.Observation{}, syncResult{}, err
+		return plan.Observation{}, syncResult{}, err
 	}
 	if dep == nil {
 		// Apply creates it. If the cache is behind and a foreign Deployment
@@ -482,32 +482,32 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		// which is immutable.
 		created, err := c.applyDeployment(ctx, foo)
 		if err != nil {
-			return reconcile.Observation{}, syncResult{}, err
+			return plan.Observation{}, syncResult{}, err
 		}
 		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
 		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
-			"Created Deployment %s with %d replicas", created.Name, reconcile.Replicas(foo))
-		return reconcile.Observation{Deployment: created}, syncResult{}, nil
+			"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
+		return plan.Observation{Deployment: created}, syncResult{}, nil
 	}
 
-	ownership := reconcile.Classify(dep, foo)
+	ownership := plan.Classify(dep, foo)
 	switch {
-	case ownership == reconcile.Superseded || dep.DeletionTimestamp != nil:
+	case ownership == plan.Superseded || dep.DeletionTimestamp != nil:
 		// Going away (its deletion event brings the Foo back to create it
 		// anew). Never adopt or update an object that is being deleted.
 		logger.V(4).Info("Waiting for the old Deployment to be deleted", "deployment", klog.KObj(dep))
-		return reconcile.Observation{Deployment: dep, Waiting: true}, syncResult{}, nil
-	case ownership == reconcile.Foreign:
+		return plan.Observation{Deployment: dep, Waiting: true}, syncResult{}, nil
+	case ownership == plan.Foreign:
 		// Reported through the Ready condition (and a Warning when that
 		// condition begins, in syncStatus); nothing to retry: the name
 		// index brings the Foo back when that Deployment changes or goes.
 		logger.V(4).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
-		return reconcile.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil
+		return plan.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil
 	}
 
-	drift := reconcile.Drift(foo, dep)
+	drift := plan.Drift(foo, dep)
 	if len(drift) == 0 {
-		return reconcile.Observation{Deployment: dep}, syncResult{}, nil
+		return plan.Observation{Deployment: dep}, syncResult{}, nil
 	}
 	// Someone changed our Deployment. Put it back, but if they keep doing
 	// so, only as often as the corrections limiter allows: the sync asks to
@@ -526,46 +526,46 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 				"Deployment %s keeps being changed by another client (%v); putting it back at most once per %v",
 				dep.Name, drift, correctionEvery)
 		}
-		return reconcile.Observation{}, requeueAfter(fight.Wait), nil
+		return plan.Observation{}, requeueAfter(fight.Wait), nil
 	}
 	updated, err := c.applyDeployment(ctx, foo)
 	if err != nil {
-		return reconcile.Observation{}, syncResult{}, err
+		return plan.Observation{}, syncResult{}, err
 	}
 	// Report only what the apply really fixed: a field that still differs
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would
 	// be noise.
-	if still := reconcile.Drift(foo, updated); len(still) > 0 {
+	if still := plan.Drift(foo, updated); len(still) > 0 {
 		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
 			"deployment", klog.KObj(updated), "fields", still)
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
-			return reconcile.Observation{Deployment: updated}, syncResult{}, nil
+			return plan.Observation{Deployment: updated}, syncResult{}, nil
 		}
 	}
 	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
 	switch {
 	case fight.Contested:
 		// Reported once, when the fight began.
-	case ownership == reconcile.Orphaned:
+	case ownership == plan.Orphaned:
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
 			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
 	case len(drift) == 1 && drift[0] == "replicas":
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonScaled, "ScaleDeployment",
-			"Scaled Deployment %s from %d to %d replicas", updated.Name, replicasOf(dep), reconcile.Replicas(foo))
+			"Scaled Deployment %s from %d to %d replicas", updated.Name, replicasOf(dep), plan.Replicas(foo))
 	default:
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
 			"Updated Deployment %s: %v", updated.Name, drift)
 	}
-	return reconcile.Observation{Deployment: updated}, syncResult{}, nil
+	return plan.Observation{Deployment: updated}, syncResult{}, nil
 }
 
 // applyDeployment server-side applies the Deployment foo declares. Force
 // takes back fields another manager changed (that is the drift we correct);
 // fields we do not declare keep their other owners.
 func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
-	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, reconcile.DesiredDeployment(foo),
+	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, plan.DesiredDeployment(foo),
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if err != nil {
 		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
@@ -583,7 +583,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 	}
 	for _, obj := range objs {
 		dep := obj.(*appsv1.Deployment)
-		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !reconcile.IsControlledBy(dep, foo.UID) {
+		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !plan.IsControlledBy(dep, foo.UID) {
 			continue
 		}
 		// The UID precondition makes sure we delete exactly the object we
@@ -609,15 +609,15 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 // turns to a problem the user must act on, it records one Warning Event —
 // after the write, so a failed write (retried) cannot repeat the Event. A
 // write the pacer holds back is a requeue for when it may go out.
-func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs reconcile.Observation) (syncResult, error) {
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs plan.Observation) (syncResult, error) {
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
-	want := reconcile.Status(foo, obs, now)
-	if reconcile.StatusEqual(foo.Status, want) {
+	want := plan.Status(foo, obs, now)
+	if plan.StatusEqual(foo.Status, want) {
 		return syncResult{}, nil
 	}
 	key := cache.MetaObjectToName(foo)
-	deferrable := reconcile.ProgressOnly(foo.Status, want)
-	if reconcile.FirstProgress(foo.Status, want) {
+	deferrable := plan.ProgressOnly(foo.Status, want)
+	if plan.FirstProgress(foo.Status, want) {
 		// A new Foo: its first "progressing" waits like a progress-only
 		// change, from this sync on.
 		c.statusPacer.begin(key, c.clock.Now())
@@ -633,7 +633,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		}
 	}
 	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
-		reconcile.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+		plan.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if apierrors.IsNotFound(err) {
 		return syncResult{}, nil // deleted meanwhile; nothing left to report on
 	}
@@ -678,7 +678,7 @@ func isPermanent(err error) bool {
 // Orphan and removes it when the policy is Delete. It returns the Foo to go
 // on with: the API server's answer if it patched, otherwise foo itself.
 func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo) (*samplev1alpha1.Foo, error) {
-	patch, needed, err := reconcile.FinalizerPatch(foo, reconcile.WantsOrphanFinalizer(foo))
+	patch, needed, err := plan.FinalizerPatch(foo, plan.WantsOrphanFinalizer(foo))
 	if err != nil || !needed {
 		return foo, err
 	}
@@ -703,7 +703,7 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo)
 // steps are no-ops once done), and the garbage collector cannot delete the
 // Deployment while the finalizer keeps the Foo in existence.
 func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) error {
-	if !reconcile.HasOrphanFinalizer(foo) {
+	if !plan.HasOrphanFinalizer(foo) {
 		return nil
 	}
 	if foo.Spec.DeletionPolicy == samplev1alpha1.DeletionPolicyOrphan {
@@ -711,7 +711,7 @@ func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) erro
 			return err
 		}
 	}
-	patch, _, err := reconcile.FinalizerPatch(foo, false)
+	patch, _, err := plan.FinalizerPatch(foo, false)
 	if err != nil {
 		return err
 	}
@@ -734,7 +734,7 @@ func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) erro
 // controller's only List call, made only while an Orphan Foo is terminating.
 func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
 	list, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(reconcile.SelectorLabels(foo)).String(),
+		LabelSelector: labels.SelectorFromSet(plan.SelectorLabels(foo)).String(),
 	})
 	if err != nil {
 		return fmt.Errorf("listing Deployments to orphan: %w", err)
@@ -755,7 +755,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		}
 	}
 	for _, dep := range deps {
-		patch, needed, err := reconcile.RemoveControllerRefPatch(dep, foo.UID)
+		patch, needed, err := plan.RemoveControllerRefPatch(dep, foo.UID)
 		if err != nil {
 			return err
 		}
@@ -806,7 +806,7 @@ func (c *Controller) handleDeployment(obj any) {
 			return
 		}
 	}
-	if ref := reconcile.ControllerFoo(dep); ref != nil {
+	if ref := plan.ControllerFoo(dep); ref != nil {
 		foo, err := c.getFoo(cache.ObjectName{Namespace: dep.Namespace, Name: ref.Name})
 		if err == nil && foo != nil && foo.UID == ref.UID {
 			// Its Deployment exists and changed: report or repair before
@@ -855,7 +855,7 @@ func indexDeploymentByFooUID(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if ref := reconcile.ControllerFoo(dep); ref != nil {
+	if ref := plan.ControllerFoo(dep); ref != nil {
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil

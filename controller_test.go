@@ -31,7 +31,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 var fixedNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -227,13 +227,13 @@ func newFoo(name string, replicas int32) *samplev1alpha1.Foo {
 // ownedDeployment is the Deployment the controller would create for foo,
 // fully rolled out.
 func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
-	r := reconcile.Replicas(foo)
+	r := plan.Replicas(foo)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, UID: types.UID(foo.Spec.DeploymentName + "-uid"),
 			Generation: 1, ResourceVersion: "20",
-			Labels: reconcile.Labels(foo),
+			Labels: plan.Labels(foo),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: samplev1alpha1.GroupVersion.String(), Kind: "Foo",
 				Name: foo.Name, UID: foo.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -241,11 +241,11 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(r),
-			Selector: &metav1.LabelSelector{MatchLabels: reconcile.SelectorLabels(foo)},
+			Selector: &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: reconcile.Labels(foo)},
+				ObjectMeta: metav1.ObjectMeta{Labels: plan.Labels(foo)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: reconcile.ContainerName, Image: reconcile.Image(foo),
+					Name: plan.ContainerName, Image: plan.Image(foo),
 				}}},
 			},
 		},
@@ -271,7 +271,7 @@ func foreignDeployment(name string) *appsv1.Deployment {
 // withConvergedStatus sets the status the controller would have written for
 // foo with dep (or with a conflict when conflict is set).
 func withConvergedStatus(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, conflict bool) *samplev1alpha1.Foo {
-	foo.Status = reconcile.Status(foo, reconcile.Observation{Deployment: dep, Conflict: conflict},
+	foo.Status = plan.Status(foo, plan.Observation{Deployment: dep, Conflict: conflict},
 		metav1.NewTime(fixedNow.Add(-time.Hour)))
 	return foo
 }
@@ -420,17 +420,17 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 	if got := d.Spec.Replicas; got == nil || *got != 3 {
 		t.Errorf("replicas: got %v, want 3", got)
 	}
-	if got := d.Spec.Template.Spec.Containers; len(got) != 1 || got[0].Image != "nginx:1.27" || got[0].Name != reconcile.ContainerName {
+	if got := d.Spec.Template.Spec.Containers; len(got) != 1 || got[0].Image != "nginx:1.27" || got[0].Name != plan.ContainerName {
 		t.Errorf("containers: got %+v", got)
 	}
 	ref := metav1.GetControllerOf(d)
 	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" {
 		t.Errorf("controller reference: got %+v", ref)
 	}
-	if got := d.Spec.Selector.MatchLabels[reconcile.FooUIDLabel]; got != string(foo.UID) {
+	if got := d.Spec.Selector.MatchLabels[plan.FooUIDLabel]; got != string(foo.UID) {
 		t.Errorf("selector must be unique to the Foo (its UID): got %q", got)
 	}
-	if got := d.Spec.Template.Labels[reconcile.FooUIDLabel]; got != string(foo.UID) {
+	if got := d.Spec.Template.Labels[plan.FooUIDLabel]; got != string(foo.UID) {
 		t.Errorf("pod template must carry the selector label: got %q", got)
 	}
 
@@ -530,9 +530,9 @@ func TestSyncCorrectsDrift(t *testing.T) {
 		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) }, "Normal Scaled"},
 		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "evil:1" }, "Normal Updated"},
 		{"container removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "renamed" }, "Normal Updated"},
-		{"label value", func(d *appsv1.Deployment) { d.Labels[reconcile.ManagedByLabel] = "someone" }, "Normal Updated"},
-		{"label removed", func(d *appsv1.Deployment) { delete(d.Labels, reconcile.ManagedByLabel) }, "Normal Updated"},
-		{"template label", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, reconcile.ManagedByLabel) }, "Normal Updated"},
+		{"label value", func(d *appsv1.Deployment) { d.Labels[plan.ManagedByLabel] = "someone" }, "Normal Updated"},
+		{"label removed", func(d *appsv1.Deployment) { delete(d.Labels, plan.ManagedByLabel) }, "Normal Updated"},
+		{"template label", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, plan.ManagedByLabel) }, "Normal Updated"},
 		{"owner reference removed", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, "Normal Adopted"},
 	}
 	for _, tc := range tests {
@@ -553,8 +553,8 @@ func TestSyncCorrectsDrift(t *testing.T) {
 			_ = foos
 			assertEvents(t, evts, tc.wantEvent)
 			d := appliedDeployment(t, kube)
-			if len(reconcile.Drift(foo, d)) != 0 {
-				t.Errorf("applied Deployment still drifts: %v", reconcile.Drift(foo, d))
+			if len(plan.Drift(foo, d)) != 0 {
+				t.Errorf("applied Deployment still drifts: %v", plan.Drift(foo, d))
 			}
 		})
 	}
@@ -822,7 +822,7 @@ func TestSyncStatusFollowsDeployment(t *testing.T) {
 	if !c.LastTransitionTime.Time.Equal(fixedNow) {
 		t.Errorf("Ready flipped, so lastTransitionTime must be now: got %v", c.LastTransitionTime)
 	}
-	if st.Selector != reconcile.FooUIDLabel+"=a-uid" {
+	if st.Selector != plan.FooUIDLabel+"=a-uid" {
 		t.Errorf("selector for the scale subresource: got %q", st.Selector)
 	}
 }
