@@ -33,6 +33,7 @@ import (
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/pacer"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -142,7 +143,7 @@ type Controller struct {
 	// statusPacer holds back status writes that only move counts (see
 	// plan.ProgressOnly) and a new Foo's first "progressing" (see
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
-	statusPacer *statusPacer
+	statusPacer *pacer.Pacer[cache.ObjectName]
 	recorder    events.EventRecorder
 	clock       clock.PassiveClock
 }
@@ -205,7 +206,7 @@ func NewController(
 		),
 		lanes:       queueLanes,
 		corrections: corrections.New[cache.ObjectName](correctionEvery, correctionBurst),
-		statusPacer: &statusPacer{last: map[cache.ObjectName]time.Time{}},
+		statusPacer: pacer.New[cache.ObjectName](statusProgressInterval),
 		recorder:    recorder,
 		clock:       clock.RealClock{},
 	}
@@ -425,7 +426,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// Orphan policy, finalize removed the owner reference first).
 		logger.V(4).Info("Foo no longer exists")
 		c.corrections.Forget(key)
-		c.statusPacer.forget(key)
+		c.statusPacer.Forget(key)
 		return syncResult{}, nil
 	}
 
@@ -620,14 +621,14 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	if plan.FirstProgress(foo.Status, want) {
 		// A new Foo: its first "progressing" waits like a progress-only
 		// change, from this sync on.
-		c.statusPacer.begin(key, c.clock.Now())
+		c.statusPacer.Begin(key, c.clock.Now())
 		deferrable = true
 	}
 	if deferrable {
 		// Only progress to report: write it together with whatever comes
 		// next, at most every statusProgressInterval. The key comes back
 		// then, unless a change worth writing at once brings it back earlier.
-		if wait := c.statusPacer.wait(key, c.clock.Now()); wait > 0 {
+		if wait := c.statusPacer.Wait(key, c.clock.Now()); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
 			return requeueAfter(wait), nil
 		}
@@ -641,7 +642,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		return syncResult{}, fmt.Errorf("writing status: %w", err)
 	}
 	c.foos.Mutation(trimmed(updated))
-	c.statusPacer.wrote(key, c.clock.Now())
+	c.statusPacer.Wrote(key, c.clock.Now())
 
 	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
@@ -901,43 +902,4 @@ func replicasOf(dep *appsv1.Deployment) int32 {
 		return 1
 	}
 	return *dep.Spec.Replicas
-}
-
-// statusPacer remembers when each Foo's status was last written (or, for
-// a new Foo, when its first status was first held back).
-type statusPacer struct {
-	mu   sync.Mutex
-	last map[cache.ObjectName]time.Time
-}
-
-// begin starts key's interval at now unless one is already running.
-func (p *statusPacer) begin(key cache.ObjectName, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.last[key]; !ok {
-		p.last[key] = now
-	}
-}
-
-// wait returns how long a progress-only write for key must still wait.
-func (p *statusPacer) wait(key cache.ObjectName, now time.Time) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	last, ok := p.last[key]
-	if !ok {
-		return 0
-	}
-	return max(0, statusProgressInterval-now.Sub(last))
-}
-
-func (p *statusPacer) wrote(key cache.ObjectName, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last[key] = now
-}
-
-func (p *statusPacer) forget(key cache.ObjectName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.last, key)
 }
