@@ -1,0 +1,435 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
+)
+
+func TestSyncFooGoneDoesNothing(t *testing.T) {
+	f := newFixture(t)
+	kube, foos, evts, err := f.sync(cache.ObjectName{Namespace: testNS, Name: "missing"})
+	if err != nil {
+		t.Fatalf("sync of a deleted Foo: %v", err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts)
+}
+
+func TestSyncCreatesMissingDeployment(t *testing.T) {
+	foo := newFoo("a", 3)
+	f := newFixture(t).withFoo(foo)
+	// The first status, "progressing", waits (TestSyncDefersANewFoosFirstStatus).
+	kube, foos, evts, err := f.syncPaced(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Created")
+
+	d := appliedDeployment(t, kube)
+	if got := d.Spec.Replicas; got == nil || *got != 3 {
+		t.Errorf("replicas: got %v, want 3", got)
+	}
+	if got := d.Spec.Template.Spec.Containers; len(got) != 1 || got[0].Image != "nginx:1.27" || got[0].Name != plan.ContainerName {
+		t.Errorf("containers: got %+v", got)
+	}
+	ref := metav1.GetControllerOf(d)
+	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" {
+		t.Errorf("controller reference: got %+v", ref)
+	}
+	if got := d.Spec.Selector.MatchLabels[plan.FooUIDLabel]; got != string(foo.UID) {
+		t.Errorf("selector must be unique to the Foo (its UID): got %q", got)
+	}
+	if got := d.Spec.Template.Labels[plan.FooUIDLabel]; got != string(foo.UID) {
+		t.Errorf("pod template must carry the selector label: got %q", got)
+	}
+
+	st := appliedStatus(t, foos)
+	if st.ObservedGeneration != foo.Generation {
+		t.Errorf("observedGeneration: got %d, want %d", st.ObservedGeneration, foo.Generation)
+	}
+	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonProgressing {
+		t.Errorf("Ready after create: got %s/%s, want False/Progressing", c.Status, c.Reason)
+	}
+}
+
+func TestSyncConvergedSendsNothing(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts)
+}
+
+func TestSyncIgnoresFieldsItDoesNotOwn(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	// Others may add labels, annotations and containers, and the API server
+	// fills in defaults: none of that is drift.
+	dep.Labels["team"] = "blue"
+	dep.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+	dep.Spec.Template.Spec.Containers = append(dep.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+	dep.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+}
+
+func TestSyncCorrectsDrift(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*appsv1.Deployment)
+		wantEvent string
+	}{
+		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) }, "Normal Scaled"},
+		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "evil:1" }, "Normal Updated"},
+		{"container removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "renamed" }, "Normal Updated"},
+		{"label value", func(d *appsv1.Deployment) { d.Labels[plan.ManagedByLabel] = "someone" }, "Normal Updated"},
+		{"label removed", func(d *appsv1.Deployment) { delete(d.Labels, plan.ManagedByLabel) }, "Normal Updated"},
+		{"template label", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, plan.ManagedByLabel) }, "Normal Updated"},
+		{"owner reference removed", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, "Normal Adopted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 2)
+			dep := ownedDeployment(foo)
+			withConvergedStatus(foo, dep, false)
+			tc.mutate(dep)
+			f := newFixture(t).withFoo(foo).withDeployment(dep)
+			kube, foos, evts, err := f.sync(keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+			// (Whether status is written then depends on the generation the
+			// API server gives the put-back Deployment: the status tests
+			// cover that.)
+			_ = foos
+			assertEvents(t, evts, tc.wantEvent)
+			d := appliedDeployment(t, kube)
+			if len(plan.Drift(foo, d)) != 0 {
+				t.Errorf("applied Deployment still drifts: %v", plan.Drift(foo, d))
+			}
+		})
+	}
+}
+
+func TestSyncCorrectionsAreRateLimited(t *testing.T) {
+	// Another client keeps scaling our Deployment to 7: each sync sees it
+	// changed again (a newer object in the informer cache).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	rv := 1000
+	fight := func() {
+		t.Helper()
+		rv++
+		changed := dep.DeepCopy()
+		changed.ResourceVersion = strconv.Itoa(rv)
+		changed.Spec.Replicas = ptr.To[int32](7)
+		if err := f.deploymentIndexer.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applies := func() int {
+		n := 0
+		for _, a := range f.kubeclient.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "deployments" {
+				n++
+			}
+		}
+		return n
+	}
+
+	for i := range correctionBurst + 3 {
+		fight()
+		res, err := c.syncHandler(ctx, keyOf(foo))
+		if err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+		if held := i >= correctionBurst; held != (res.requeueAfter > 0) || res.requeueAfter > correctionEvery {
+			t.Errorf("sync %d: requeue after %v; a held-back correction must come back within %v, an applied one not at all",
+				i, res.requeueAfter, correctionEvery)
+		}
+	}
+	if got := applies(); got != correctionBurst {
+		t.Errorf("a fight of %d changes at one instant got %d corrections, want the burst of %d",
+			correctionBurst+3, got, correctionBurst)
+	}
+	if c.workqueue.Len() != 0 {
+		t.Errorf("the sync must not queue the key itself; handleErr does (queue length %d)", c.workqueue.Len())
+	}
+	// One Event per correction until the fight is noticed, then one
+	// Warning, then silence.
+	wantEvents := slices.Repeat([]string{"Normal Scaled"}, correctionBurst)
+	assertEvents(t, drainEvents(f.recorder), append(wantEvents, "Warning Contested")...)
+	if n := len(f.client.Actions()); n != 0 {
+		t.Errorf("the Foo's status must not follow a Deployment about to be put back: %s", describeAll(f.client.Actions()))
+	}
+
+	// One period later there is a token for one more.
+	f.clock.Step(correctionEvery)
+	fight()
+	fight()
+	for range 2 {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := applies(); got != correctionBurst+1 {
+		t.Errorf("after one period: %d corrections, want %d", got, correctionBurst+1)
+	}
+	assertEvents(t, drainEvents(f.recorder))
+
+	// The user scales the Foo: what it declares changed, so the change is
+	// applied at once, however long the fight has gone on.
+	stored, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := stored.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Generation = 2
+	if _, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fooIndexer.Update(scaled); err != nil {
+		t.Fatal(err)
+	}
+	fight()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if got := applies(); got != correctionBurst+2 {
+		t.Errorf("a new generation must be applied at once: %d applies, want %d", got, correctionBurst+2)
+	}
+}
+
+func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
+	// A mutating webhook pins the image: our apply "succeeds" but the
+	// answer still carries the other image. That is not a change worth an
+	// Event (it would be one per sync).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Image = "nginx@sha256:0123"
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, dep.DeepCopy(), nil
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+func TestSyncScaledFooScalesDeployment(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Scaled")
+	if r := appliedDeployment(t, kube).Spec.Replicas; r == nil || *r != 5 {
+		t.Errorf("applied replicas: got %v, want 5", r)
+	}
+	st := appliedStatus(t, foos)
+	if st.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration: got %d, want 2", st.ObservedGeneration)
+	}
+}
+
+func TestSyncRenameCreatesNewAndDeletesOld(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	foo.Spec.DeploymentName = "a-renamed"
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(old)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{
+		"patch deployments a-renamed " + applyPatch,
+		"delete deployments a-deploy",
+	})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Created", "Normal Pruned")
+	del := kube[1].(core.DeleteActionImpl)
+	if p := del.DeleteOptions.Preconditions; p == nil || p.UID == nil || *p.UID != old.UID {
+		t.Errorf("delete must be preconditioned on the old Deployment's UID, got %+v", p)
+	}
+}
+
+func TestSyncDoesNotPruneOthersDeployments(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	other := newFoo("b", 1)
+	othersDep := ownedDeployment(other) // controlled by another Foo
+	f := newFixture(t).withFoo(foo).withFoo(other).withDeployment(dep).withDeployment(othersDep)
+	kube, _, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+}
+
+func TestSyncConflict(t *testing.T) {
+	foreignFoo := newFoo("b", 1)
+	foreignFoo.Spec.DeploymentName = "a-deploy"
+	otherGroupOwner := foreignDeployment("a-deploy")
+	otherGroupOwner.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: "a-uid", Controller: ptr.To(true),
+	}}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+	}{
+		{"unowned Deployment", foreignDeployment("a-deploy")},
+		{"controlled by another Foo", ownedDeployment(foreignFoo)},
+		{"controlled by a Foo kind of another API group", otherGroupOwner},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
+			kube, foos, evts, err := f.sync(keyOf(foo))
+			if err != nil {
+				t.Fatalf("a conflict is permanent and must not return an error (it would hot-loop in backoff): %v", err)
+			}
+			assertActions(t, "kube", kube, nil) // the foreign object is untouched
+			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+			assertEvents(t, evts, "Warning DeploymentConflict")
+			c := readyOf(t, appliedStatus(t, foos))
+			if c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonDeploymentConflict {
+				t.Errorf("Ready: got %s/%s, want False/DeploymentConflict", c.Status, c.Reason)
+			}
+		})
+	}
+}
+
+func TestSyncConflictAlreadyReportedIsSilent(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := foreignDeployment("a-deploy")
+	withConvergedStatus(foo, dep, true)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts) // one Event per conflict, not one per sync
+}
+
+func TestSyncConflictKeepsOldDeploymentOnRename(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	foo.Spec.DeploymentName = "taken"
+	f := newFixture(t).withFoo(foo).withDeployment(old).withDeployment(foreignDeployment("taken"))
+	kube, _, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new name is blocked: the old Deployment keeps serving.
+	assertActions(t, "kube", kube, nil)
+}
+
+func TestSyncReadsItsOwnWrites(t *testing.T) {
+	// Right after a sync created the Deployment and wrote status, the
+	// informers have not seen either write yet. A second sync of the same
+	// key (say, prompted by the Deployment's watch event racing the
+	// Foo's) must not create it again, write status again or repeat the
+	// Event.
+	foo := newFoo("a", 2)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(drainEvents(f.recorder)); n != 1 {
+		t.Fatalf("first sync: %d events, want 1", n)
+	}
+	f.kubeclient.ClearActions()
+	f.client.ClearActions()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
+	recreated := newFoo("a", 1)
+	predecessor := recreated.DeepCopy()
+	predecessor.UID = "a-previous-uid"
+	terminating := ownedDeployment(recreated)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
+	terminating.Finalizers = []string{"foregroundDeletion"}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+	}{
+		{"left by a deleted Foo of the same name", ownedDeployment(predecessor)},
+		{"being deleted", terminating},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := recreated.DeepCopy()
+			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
+			kube, foos, evts, err := f.syncPaced(keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", kube, nil) // neither adopted nor updated
+			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+			assertEvents(t, evts) // no Warning: it resolves by itself
+			if c := readyOf(t, appliedStatus(t, foos)); c.Reason != samplev1alpha1.ReasonProgressing {
+				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
+			}
+		})
+	}
+}
