@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/plan"
@@ -176,4 +177,35 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 	}
 	assertActions(t, "foo", f.client.Actions(), nil)
 	assertEvents(t, drainEvents(f.recorder))
+}
+
+// TestSyncRefusedUpdateReportsWhatStillServes: when the API server refuses
+// the apply for a Deployment that exists (a scale-up over quota, say), the
+// old Deployment keeps serving, and the status says so next to the
+// refusal.
+func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a-deploy",
+		errors.New("exceeded quota: compute, requested: pods=3, used: pods=2, limited: pods=4"))
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
+	}
+	st := appliedStatus(t, f.client.Actions())
+	if ready := readyOf(t, st); ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed {
+		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
+	}
+	if st.Replicas != 2 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {
+		t.Errorf("the old Deployment still serves 2 replicas; status reports replicas=%d ready=%d available=%d",
+			st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
+	}
 }

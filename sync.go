@@ -101,7 +101,8 @@ const (
 )
 
 // syncDeployment makes the Deployment named in foo's spec exist in the
-// declared shape, unless that name belongs to someone else. A positive
+// declared shape, unless that name belongs to someone else. On an error,
+// the observation still holds the Deployment found, if any. A positive
 // held.requeueAfter says that a correction is held back until then (see
 // corrections): the observation is then empty, since the Deployment is
 // about to be put back.
@@ -166,7 +167,10 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	}
 	updated, err := c.applyDeployment(ctx, foo)
 	if err != nil {
-		return plan.Observation{}, syncResult{}, err
+		// The Deployment we failed to change still serves: if the API
+		// server refused the change, the status reports that Deployment
+		// beside the refusal, not zero replicas.
+		return plan.Observation{Deployment: dep}, syncResult{}, err
 	}
 	// Report only what the apply really fixed: a field that still differs
 	// in the API server's answer is being set back by something else (a
