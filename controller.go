@@ -257,7 +257,10 @@ func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (res 
 //     something is held back until a known time (a correction the
 //     corrections limiter has no token for yet, a status write the pacer
 //     holds back). The key comes back after d, or sooner if an event brings
-//     it. Its failure backoff is reset, as for done.
+//     it. Its failure backoff is kept, not reset: being held back proves
+//     nothing about what failed before. A correction the API server keeps
+//     refusing alternates refusals (errors) with hold-backs; resetting the
+//     backoff at each hold-back made it retry about once a second forever.
 //   - Transient error: a non-nil error (API unavailable, a write conflict on
 //     a stale object, a panic). The key is retried with per-key exponential
 //     backoff (see newQueue); the syncResult is ignored.
@@ -290,10 +293,11 @@ func (r syncResult) soonest(o syncResult) syncResult {
 // the only code that schedules a key.
 func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res syncResult, err error) {
 	if err == nil {
-		c.workqueue.Forget(key)
 		if res.requeueAfter > 0 {
 			c.workqueue.AddAfter(key, res.requeueAfter)
+			return
 		}
+		c.workqueue.Forget(key)
 		return
 	}
 	logger := klog.FromContext(ctx)

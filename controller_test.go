@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
@@ -114,6 +117,25 @@ func TestSuccessfulSyncResetsBackoff(t *testing.T) {
 	}
 }
 
+// TestRequeueKeepsBackoff: "requeue after d" schedules the key without
+// resetting its failure backoff; only a sync that is done resets it.
+func TestRequeueKeepsBackoff(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	key := cache.ObjectName{Namespace: testNS, Name: "a"}
+	c.workqueue.AddRateLimited(key)
+	c.workqueue.AddRateLimited(key)
+	c.handleErr(ctx, key, requeueAfter(time.Hour), nil)
+	if n := c.workqueue.NumRequeues(key); n != 2 {
+		t.Errorf("failures after a requeue-after: got %d, want 2", n)
+	}
+	c.handleErr(ctx, key, syncResult{}, nil)
+	if n := c.workqueue.NumRequeues(key); n != 0 {
+		t.Errorf("failures after done: got %d, want 0", n)
+	}
+}
+
 func TestSyncResultSoonest(t *testing.T) {
 	done, one, two := syncResult{}, requeueAfter(time.Second), requeueAfter(2*time.Second)
 	for _, tc := range []struct{ a, b, want syncResult }{
@@ -164,5 +186,49 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	k8sI.WaitForCacheSync(cctx.Done())
 	if !c.HasSynced() {
 		t.Error("not synced after both caches synced")
+	}
+}
+
+// TestRefusedCorrectionsBackOff: something keeps changing our Deployment
+// and the API server refuses every correction (an admission webhook, say).
+// Each refusal is an error, and a correction held back by the corrections
+// limiter in between must not reset the backoff: the key's failures keep
+// counting, so it retries ever more slowly instead of about once a second
+// forever.
+func TestRefusedCorrectionsBackOff(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", nil)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	rv := 1000
+	last := 0
+	for i := range 4 * correctionBurst {
+		rv++
+		changed := dep.DeepCopy()
+		changed.ResourceVersion = strconv.Itoa(rv)
+		changed.Spec.Replicas = ptr.To[int32](7)
+		if err := f.deploymentIndexer.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+		c.workqueue.Add(keyOf(foo))
+		if !c.processNextWorkItem(ctx, ctx) {
+			t.Fatal("worker stopped")
+		}
+		n := c.workqueue.NumRequeues(keyOf(foo))
+		if n < last {
+			t.Fatalf("sync %d: the key's failures went from %d to %d: a held-back correction reset the backoff", i, last, n)
+		}
+		last = n
+		f.clock.Step(correctionEvery / 5)
+	}
+	if last <= correctionBurst {
+		t.Errorf("after %d refused or held-back corrections the key has %d failures, want more than %d",
+			4*correctionBurst, last, correctionBurst)
 	}
 }
