@@ -62,9 +62,10 @@ type Controller struct {
 	// processed once. Failed keys come back through its rate limiter.
 	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// lanes is the workqueue's storage: keys woken by their Deployment
-	// (its status moved, or someone changed it) are expedited ahead of the
-	// keys waiting for a first sync, so a burst of new Foos does not delay
-	// reporting on the Foos already deployed.
+	// (its status moved, or someone changed it) or by a user's request (a
+	// new generation, a deletion) are expedited ahead of the keys waiting
+	// for a first sync, so a burst of new Foos does not delay the Foos
+	// already deployed.
 	lanes *lanes.Queue[cache.ObjectName]
 	// corrections bounds how often one Foo's Deployment is put back after
 	// someone else changed it: correctionBurst at once, then one per

@@ -57,26 +57,45 @@ func (c *Controller) addEventHandlers(deploymentInformer, fooInformer cache.Shar
 	return nil
 }
 
-// enqueueFoo adds a Foo's key to the queue. It accepts the tombstone an
-// informer hands to DeleteFunc when it missed the deletion itself.
+// enqueueFoo adds a Foo's key to the queue, in the slow lane: a new Foo's
+// first sync waits its turn.
 func (c *Controller) enqueueFoo(obj any) {
+	c.addFoo(obj, false)
+}
+
+// handleFooUpdate enqueues an updated Foo. A spec change (a new generation,
+// as kubectl scale makes) or the start of its deletion is a user asking for
+// something of a Foo that already runs: it is expedited, so that it does
+// not wait behind the first syncs of a burst of new Foos. Other updates (our
+// own status writes coming back, a label) wait their turn.
+func (c *Controller) handleFooUpdate(oldObj, newObj any) {
+	oldFoo, okOld := oldObj.(*samplev1alpha1.Foo)
+	newFoo, okNew := newObj.(*samplev1alpha1.Foo)
+	asked := okOld && okNew && (newFoo.Generation != oldFoo.Generation ||
+		(newFoo.DeletionTimestamp != nil && oldFoo.DeletionTimestamp == nil))
+	c.addFoo(newObj, asked)
+}
+
+// handleFooDelete enqueues a deleted Foo, expedited like the start of its
+// deletion. It still gets a sync, which finds it gone and forgets what the
+// controller kept about it.
+func (c *Controller) handleFooDelete(obj any) {
+	c.addFoo(obj, true)
+}
+
+// addFoo adds a Foo's key, in the fast lane if expedite is set. It accepts
+// the tombstone an informer hands to DeleteFunc when it missed the deletion
+// itself.
+func (c *Controller) addFoo(obj any, expedite bool) {
 	key, err := cache.DeletionHandlingObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
+	if expedite {
+		c.lanes.Expedite(key)
+	}
 	c.workqueue.Add(key)
-}
-
-// handleFooUpdate is enqueueFoo for updates.
-func (c *Controller) handleFooUpdate(_, newObj any) {
-	c.enqueueFoo(newObj)
-}
-
-// handleFooDelete is enqueueFoo for deletions. A deleted Foo still gets a
-// sync, which finds it gone and forgets what the controller kept about it.
-func (c *Controller) handleFooDelete(obj any) {
-	c.enqueueFoo(obj)
 }
 
 // handleDeployment enqueues every Foo a Deployment event may concern: the

@@ -7,6 +7,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 )
 
 func TestHandlersEnqueueTheRightFoos(t *testing.T) {
@@ -96,4 +98,38 @@ func TestFooHandlerEnqueuesTombstones(t *testing.T) {
 	c := f.newController(ctx)
 	c.enqueueFoo(cache.DeletedFinalStateUnknown{Key: "default/gone", Obj: newFoo("gone", 1)})
 	assertQueue(t, c, []string{"default/gone"})
+}
+
+// TestFooChangesJumpTheQueue: what a user asks of an existing Foo — a spec
+// change (a new generation, as kubectl scale makes) or a deletion — is
+// handed out before the first syncs of a burst of new Foos. A Foo update
+// that changes neither (our own status write coming back) is not.
+func TestFooChangesJumpTheQueue(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	for _, name := range []string{"new-1", "new-2"} {
+		c.enqueueFoo(newFoo(name, 1))
+	}
+	updated := func(foo *samplev1alpha1.Foo, change func(*samplev1alpha1.Foo)) *samplev1alpha1.Foo {
+		out := foo.DeepCopy()
+		out.ResourceVersion = bumpRV(foo.ResourceVersion)
+		change(out)
+		return out
+	}
+	statusOnly := newFoo("status-only", 1)
+	c.handleFooUpdate(statusOnly, updated(statusOnly, func(foo *samplev1alpha1.Foo) { foo.Status.AvailableReplicas = 1 }))
+	scaled := newFoo("scaled", 1)
+	c.handleFooUpdate(scaled, updated(scaled, func(foo *samplev1alpha1.Foo) {
+		foo.Spec.Replicas = ptr.To[int32](3)
+		foo.Generation++
+	}))
+	deleting := newFoo("deleting", 1)
+	c.handleFooUpdate(deleting, updated(deleting, func(foo *samplev1alpha1.Foo) {
+		foo.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
+	}))
+	c.handleFooDelete(newFoo("deleted", 1))
+	c.handleFooDelete(cache.DeletedFinalStateUnknown{Key: "default/missed", Obj: newFoo("missed", 1)})
+	assertQueue(t, c, []string{"default/scaled", "default/deleting", "default/deleted", "default/missed",
+		"default/new-1", "default/new-2", "default/status-only"})
 }
