@@ -26,9 +26,9 @@ const (
 // newMutationCache puts our own writes in front of informer's store (see
 // Controller.deployments). With includeAdds, an object we created is seen
 // before the informer has it.
-func newMutationCache(logger klog.Logger, informer cache.SharedIndexInformer, includeAdds bool) cache.MutationCache {
-	return cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informer.GetIndexer(), cache.MutationCacheOptions{
-		Indexer: informer.GetIndexer(),
+func newMutationCache(logger klog.Logger, informer cache.Indexer, includeAdds bool) cache.MutationCache {
+	return cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informer, cache.MutationCacheOptions{
+		Indexer: informer,
 		TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
 		IncludeAdds: includeAdds,
 	})

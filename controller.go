@@ -75,8 +75,11 @@ type Controller struct {
 	// plan.ProgressOnly) and a new Foo's first "progressing" (see
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *pacer.Pacer[cache.ObjectName]
-	recorder    events.EventRecorder
-	clock       clock.PassiveClock
+	// pruned holds, per Foo key, the prunedSpec of its last complete
+	// pruneDeployments, which need not run again until the spec changes.
+	pruned   sync.Map
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
 }
 
 // NewController wires the controller to the given informers. It registers
@@ -101,9 +104,9 @@ func NewController(
 		fooclientset:  fooclientset,
 		// We create Deployments: a created one must be visible before the
 		// informer sees it, or the next sync creates it again.
-		deployments:       newMutationCache(logger, deploymentInformer.Informer(), true),
+		deployments:       newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
 		deploymentsSynced: deploymentInformer.Informer().HasSynced,
-		foos:              newMutationCache(logger, fooInformer.Informer(), false),
+		foos:              newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
 		foosSynced:        fooInformer.Informer().HasSynced,
 		workqueue:         newQueue(queueLanes),
 		lanes:             queueLanes,

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -39,6 +40,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		logger.V(4).Info("Foo no longer exists")
 		c.corrections.Forget(key)
 		c.statusPacer.Forget(key)
+		c.pruned.Delete(key)
 		return syncResult{}, nil
 	}
 
@@ -214,9 +216,30 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 	return dep, nil
 }
 
+// prunedSpec is what a Foo declared when pruneDeployments last finished for
+// it.
+type prunedSpec struct {
+	uid            types.UID
+	generation     int64
+	deploymentName string
+}
+
 // pruneDeployments deletes the Deployments foo controls under a name it no
 // longer declares (after spec.deploymentName changed).
+//
+// Only a new spec can leave such a Deployment behind, and looking is not
+// free: the MutationCache's ByIndex also walks every copy of our recent
+// writes (up to mutationCacheSize) on each call. So it looks once per spec
+// of each Foo (and once per Foo after a restart), not on every sync. What
+// that misses is an owner reference to this Foo put by hand on some other
+// Deployment, until the next spec change or restart: not something the
+// controller created, so nothing it must clean up at once.
 func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+	key := cache.MetaObjectToName(foo)
+	spec := prunedSpec{uid: foo.UID, generation: foo.Generation, deploymentName: foo.Spec.DeploymentName}
+	if last, ok := c.pruned.Load(key); ok && last.(prunedSpec) == spec {
+		return nil
+	}
 	objs, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
@@ -241,6 +264,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
 			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.DeploymentName)
 	}
+	c.pruned.Store(key, spec)
 	return nil
 }
 

@@ -433,3 +433,57 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 		})
 	}
 }
+
+// countingCache counts the scans of the Deployment index by Foo UID.
+type countingCache struct {
+	cache.MutationCache
+	scans int
+}
+
+func (c *countingCache) ByIndex(name, key string) ([]any, error) {
+	if name == deploymentByFooUID {
+		c.scans++
+	}
+	return c.MutationCache.ByIndex(name, key)
+}
+
+// TestSyncPrunesOnlyAfterASpecChange: looking for Deployments left under an
+// old name scans the index (and every copy of our own writes in the
+// MutationCache), so it is done once per spec, not on every sync; a rename
+// is a new spec, and its old Deployment is still deleted.
+func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	f := newFixture(t).withFoo(foo).withDeployment(old)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	counting := &countingCache{MutationCache: c.deployments}
+	c.deployments = counting
+	for i := range 3 {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	if counting.scans != 1 {
+		t.Errorf("3 syncs of an unchanged Foo scanned for old Deployments %d times, want 1", counting.scans)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
+	renamed := foo.DeepCopy()
+	renamed.Spec.DeploymentName = "a-renamed"
+	renamed.Generation = 2
+	if _, err := f.client.SamplecontrollerV1alpha1().Foos(testNS).Update(ctx, renamed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fooIndexer.Update(renamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{
+		"patch deployments a-renamed " + applyPatch,
+		"delete deployments a-deploy",
+	})
+}
