@@ -4,6 +4,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -32,6 +33,28 @@ func newMutationCache(logger klog.Logger, informer cache.Indexer, includeAdds bo
 		TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
 		IncludeAdds: includeAdds,
 	})
+}
+
+// unseenRecheckAfter is when to look again at a Deployment known only from
+// our own write: just after that copy expires from the MutationCache.
+const unseenRecheckAfter = mutationCacheTTL + 5*time.Second
+
+// recheckUnseen asks to sync again once our copy of dep has expired if the
+// informer has not seen dep yet. It normally does within milliseconds. If
+// it never does (the Deployment was deleted while the watch was down, and
+// the relist missed both events), the copy hides its absence until it
+// expires, and after that nothing would bring the Foo back before the next
+// resync, which may be never (-resync-period=0). The sync after the copy
+// expires reads the informer alone, finds no Deployment and applies it
+// again.
+func (c *Controller) recheckUnseen(dep *appsv1.Deployment) syncResult {
+	if dep == nil {
+		return syncResult{}
+	}
+	if _, err := c.deploymentsLister.Deployments(dep.Namespace).Get(dep.Name); !apierrors.IsNotFound(err) {
+		return syncResult{}
+	}
+	return requeueAfter(unseenRecheckAfter)
 }
 
 // getFoo returns the cached Foo (nil if there is none). The object is

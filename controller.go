@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -54,6 +55,10 @@ type Controller struct {
 	// mutationCacheTTL.
 	deployments       cache.MutationCache
 	deploymentsSynced cache.InformerSynced
+	// deploymentsLister reads the informer's store alone, without our
+	// writes: only to tell a Deployment the informer has seen from one we
+	// know only from our own write (see recheckUnseen).
+	deploymentsLister appslisters.DeploymentLister
 	foos              cache.MutationCache
 	foosSynced        cache.InformerSynced
 
@@ -106,6 +111,7 @@ func NewController(
 		// informer sees it, or the next sync creates it again.
 		deployments:       newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
 		deploymentsSynced: deploymentInformer.Informer().HasSynced,
+		deploymentsLister: deploymentInformer.Lister(),
 		foos:              newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
 		foosSynced:        fooInformer.Informer().HasSynced,
 		workqueue:         newQueue(queueLanes),

@@ -76,7 +76,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 			return syncResult{}, err
 		}
 	}
-	return c.syncStatus(ctx, foo, obs)
+	res, err := c.syncStatus(ctx, foo, obs)
+	return res.soonest(c.recheckUnseen(obs.Deployment)), err
 }
 
 // Event reasons. Events are recorded only when the controller changes

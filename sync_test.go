@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -486,4 +487,57 @@ func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
 		"patch deployments a-renamed " + applyPatch,
 		"delete deployments a-deploy",
 	})
+}
+
+// TestSyncRechecksACreatedDeploymentTheInformerNeverSees: a Deployment we
+// created is read from our own copy until the informer sees it. If it never
+// does (created and deleted while the watch was down, say), the copy
+// expires after mutationCacheTTL and nothing would bring the Foo back before
+// a resync, which may be never (-resync-period=0). So while the informer has
+// not seen it, the sync asks to come back just after the copy expires; that
+// sync finds it missing and applies it again.
+func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	logger, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	// The held-back first status goes out; the informer still has not seen
+	// the Deployment.
+	f.clock.Step(statusProgressInterval)
+	res, err := c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.requeueAfter <= mutationCacheTTL || res.requeueAfter > mutationCacheTTL+10*time.Second {
+		t.Errorf("a Deployment known only from our own write: requeue after %v, want just after %v (mutationCacheTTL)",
+			res.requeueAfter, mutationCacheTTL)
+	}
+
+	// The MutationCache expires copies by the wall clock, not the fake one;
+	// a fresh cache over the same informer is what it holds after the TTL.
+	f.clock.Step(res.requeueAfter)
+	c.deployments = newMutationCache(logger, f.deploymentIndexer, true)
+	f.kubeclient.ClearActions()
+	drainEvents(f.recorder)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder), "Normal Created")
+
+	// Once the informer has it, the sync is done.
+	dep, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.deploymentIndexer.Add(dep); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.syncHandler(ctx, keyOf(foo)); err != nil || res.requeueAfter != 0 {
+		t.Errorf("the informer has the Deployment: got %+v, %v, want done", res, err)
+	}
 }
