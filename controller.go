@@ -264,13 +264,12 @@ func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (res 
 //     synced again only when something it depends on changes (every such
 //     thing is watched) or at the next resync.
 //   - Requeue after d: requeueAfter > 0 and a nil error. Nothing failed, but
-//     something is held back until a known time (a correction the
-//     corrections limiter has no token for yet, a status write the pacer
-//     holds back). The key comes back after d, or sooner if an event brings
-//     it. Its failure backoff is kept, not reset: being held back proves
-//     nothing about what failed before. A correction the API server keeps
-//     refusing alternates refusals (errors) with hold-backs; resetting the
-//     backoff at each hold-back made it retry about once a second forever.
+//     something waits for a known time (a correction the corrections
+//     limiter has no token for yet, a status write the pacer holds back, a
+//     Deployment the informer has not seen). The key comes back after d, or
+//     sooner if an event brings it. Its failure backoff is kept: waiting
+//     proves nothing about what failed before, and a correction the API
+//     server keeps refusing must back off, not retry every second.
 //   - Transient error: a non-nil error (API unavailable, a write conflict on
 //     a stale object, a panic). The key is retried with per-key exponential
 //     backoff (see newQueue); the syncResult is ignored.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
@@ -186,49 +184,5 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	k8sI.WaitForCacheSync(cctx.Done())
 	if !c.HasSynced() {
 		t.Error("not synced after both caches synced")
-	}
-}
-
-// TestRefusedCorrectionsBackOff: something keeps changing our Deployment
-// and the API server refuses every correction (an admission webhook, say).
-// Each refusal is an error, and a correction held back by the corrections
-// limiter in between must not reset the backoff: the key's failures keep
-// counting, so it retries ever more slowly instead of about once a second
-// forever.
-func TestRefusedCorrectionsBackOff(t *testing.T) {
-	foo := newFoo("a", 2)
-	dep := ownedDeployment(foo)
-	withConvergedStatus(foo, dep, false)
-	f := newFixture(t).withFoo(foo).withDeployment(dep)
-	_, ctx := ktesting.NewTestContext(t)
-	c := f.newController(ctx)
-	refusal := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", nil)
-	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, refusal
-	})
-	rv := 1000
-	last := 0
-	for i := range 4 * correctionBurst {
-		rv++
-		changed := dep.DeepCopy()
-		changed.ResourceVersion = strconv.Itoa(rv)
-		changed.Spec.Replicas = ptr.To[int32](7)
-		if err := f.deploymentIndexer.Update(changed); err != nil {
-			t.Fatal(err)
-		}
-		c.workqueue.Add(keyOf(foo))
-		if !c.processNextWorkItem(ctx, ctx) {
-			t.Fatal("worker stopped")
-		}
-		n := c.workqueue.NumRequeues(keyOf(foo))
-		if n < last {
-			t.Fatalf("sync %d: the key's failures went from %d to %d: a held-back correction reset the backoff", i, last, n)
-		}
-		last = n
-		f.clock.Step(correctionEvery / 5)
-	}
-	if last <= correctionBurst {
-		t.Errorf("after %d refused or held-back corrections the key has %d failures, want more than %d",
-			4*correctionBurst, last, correctionBurst)
 	}
 }
