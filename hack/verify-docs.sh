@@ -2,7 +2,7 @@
 # Checks that the documentation points at things that exist: every relative
 # link in a Markdown file resolves to a file or directory in the repository,
 # every "#heading" anchor into a Markdown file matches a heading there,
-# every test (`TestX`, `FuzzX`) or package identifier (`reconcile.X`) named
+# every test (`TestX`, `FuzzX`) or package identifier (`plan.X`) named
 # in backquotes exists in the Go code, and so does every lower-camel-case
 # name in backquotes outside code blocks (`syncHandler`, `handleErr`), unless
 # it is an API field name (see below). (External https:// links are not
@@ -49,7 +49,7 @@ for md in files:
             print(f"{md}: link to missing heading {target}")
             bad += 1
 # Code the docs name must exist: test functions (`TestX`, `FuzzX`) and
-# identifiers of our packages (`reconcile.X`).
+# identifiers of our packages (`plan.X`).
 go_files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.go"],
                           capture_output=True, text=True, check=True).stdout.split()
 funcs = {}

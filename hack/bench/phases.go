@@ -22,7 +22,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 const (
@@ -410,7 +410,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 				Selector: &metav1.LabelSelector{MatchLabels: lbl},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: reconcile.ContainerName, Image: image}}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: plan.ContainerName, Image: image}}},
 				},
 			},
 		}, metav1.CreateOptions{FieldManager: fieldMgr})
@@ -468,7 +468,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 				LastTransitionTime: now, Reason: samplev1alpha1.ReasonDeploymentAvailable, Message: "bench floor",
 			}},
 		}
-		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).ApplyStatus(ctx, reconcile.StatusApply(f, st),
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).ApplyStatus(ctx, plan.StatusApply(f, st),
 			metav1.ApplyOptions{FieldManager: fieldMgr, Force: true})
 		return err
 	})
@@ -479,7 +479,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 
 	// The controller creates its Deployments by server-side apply, which
 	// costs the API server more than a create: the same n Deployments
-	// (reconcile.DesiredDeployment of each Foo, under new names) applied
+	// (plan.DesiredDeployment of each Foo, under new names) applied
 	// the controller's way show how much of the gap to the create floor
 	// is the verb.
 	progress("floor: %d Deployment applies", n)
@@ -487,7 +487,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 	err = parallel(n, workers, func(i int) error {
 		f := foos[i].DeepCopy()
 		f.Spec.DeploymentName = fmt.Sprintf("floor-apply-%d", i)
-		_, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, reconcile.DesiredDeployment(f),
+		_, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, plan.DesiredDeployment(f),
 			metav1.ApplyOptions{FieldManager: fieldMgr, Force: true})
 		return err
 	})

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // TestControlPlaneRestarts stops the API server, and then etcd, for 10s
@@ -192,8 +192,8 @@ func TestWatchExpiry(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("all changes made during the cut handled %v after the network came back", time.Since(restored).Round(time.Millisecond))
-	if foo, _ := s.getFoo("scaled"); reconcile.Replicas(foo) != 3 {
-		t.Errorf("Foo scaled: %d replicas", reconcile.Replicas(foo))
+	if foo, _ := s.getFoo("scaled"); plan.Replicas(foo) != 3 {
+		t.Errorf("Foo scaled: %d replicas", plan.Replicas(foo))
 	}
 	dep, err := s.getDeployment("orphaned")
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // scenario is one test's world: its own namespace and, once started, its
@@ -226,13 +226,13 @@ func (s *scenario) converged(name string) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	if !reconcile.IsControlledBy(dep, foo.UID) {
+	if !plan.IsControlledBy(dep, foo.UID) {
 		return false, fmt.Sprintf("Deployment %s not controlled by the Foo: %v", dep.Name, dep.OwnerReferences)
 	}
-	if drift := reconcile.Drift(foo, dep); len(drift) > 0 {
+	if drift := plan.Drift(foo, dep); len(drift) > 0 {
 		return false, fmt.Sprintf("Deployment drifts: %v", drift)
 	}
-	want := reconcile.Replicas(foo)
+	want := plan.Replicas(foo)
 	ready := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	st := foo.Status
 	if dep.Status.AvailableReplicas != want || st.AvailableReplicas != want || st.ObservedGeneration != foo.Generation ||
@@ -251,7 +251,7 @@ func (s *scenario) waitConverged(name string, timeout time.Duration) {
 // runningPods counts the Running pods selected by the Foo's selector.
 func (s *scenario) runningPods(foo *samplev1alpha1.Foo) int {
 	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(reconcile.SelectorLabels(foo)).String(),
+		LabelSelector: labels.SelectorFromSet(plan.SelectorLabels(foo)).String(),
 	})
 	if err != nil {
 		return -1
@@ -457,7 +457,7 @@ func (s *scenario) invariants() (bool, string) {
 	var problems []string
 	for i := range deps.Items {
 		d := &deps.Items[i]
-		ref := reconcile.ControllerFoo(d)
+		ref := plan.ControllerFoo(d)
 		if ref == nil {
 			continue
 		}

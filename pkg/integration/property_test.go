@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"example.com/foo-controller/pkg/plan"
 	"example.com/foo-controller/pkg/proptest"
-	"example.com/foo-controller/pkg/reconcile"
 )
 
 // controllerFieldManager is the controller's field manager (controllerName
 // in package main): which manager applies decides which fields conflict.
 const controllerFieldManager = "foo-controller"
 
-// TestDriftAgreesWithTheAPIServer is reconcile's property test with the
+// TestDriftAgreesWithTheAPIServer is plan's property test with the
 // real API server in place of its model: for random valid Foos, what the
 // server stores for a server-side apply of DesiredDeployment has no Drift.
 // Otherwise the controller would rewrite a correct Deployment on every
@@ -48,13 +48,13 @@ func TestDriftAgreesWithTheAPIServer(t *testing.T) {
 			t.Fatalf("Foo %d is not valid (the generator is wrong): %v\nFoo: %s", i, err, fooJSON)
 		}
 
-		desired := reconcile.DesiredDeployment(foo)
+		desired := plan.DesiredDeployment(foo)
 		served, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, desired,
 			metav1.ApplyOptions{FieldManager: controllerFieldManager, Force: true, DryRun: dryRun})
 		if err != nil {
 			t.Fatalf("Foo %d: applying its Deployment: %v\nFoo: %s", i, err, fooJSON)
 		}
-		if drift := reconcile.Drift(foo, served); len(drift) != 0 {
+		if drift := plan.Drift(foo, served); len(drift) != 0 {
 			depJSON, _ := json.Marshal(served)
 			t.Fatalf("Foo %d: the Deployment it declares, as the API server stores it, drifts from it: %q\nFoo: %s\nDeployment: %s",
 				i, drift, fooJSON, depJSON)

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 var fooGVR = schema.GroupVersionResource{Group: samplev1alpha1.GroupName, Version: "v1alpha1", Resource: "foos"}
@@ -105,7 +105,7 @@ func TestScaleSubresource(t *testing.T) {
 	specReplicas, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas")
 	statusReplicas, _, _ := unstructured.NestedInt64(scale.Object, "status", "replicas")
 	selector, _, _ := unstructured.NestedString(scale.Object, "status", "selector")
-	if specReplicas != 3 || statusReplicas != 3 || selector != reconcile.FooUIDLabel+"="+string(foo.UID) {
+	if specReplicas != 3 || statusReplicas != 3 || selector != plan.FooUIDLabel+"="+string(foo.UID) {
 		t.Errorf("scale subresource: spec %d status %d selector %q", specReplicas, statusReplicas, selector)
 	}
 	if ev := s.fooEvents("web"); ev["Scaled"] != 1 {
@@ -126,7 +126,7 @@ func TestDriftIsCorrected(t *testing.T) {
 	}{
 		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](5) }},
 		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "httpd:2.4" }},
-		{"labels", func(d *appsv1.Deployment) { d.Labels[reconcile.ManagedByLabel] = "someone-else" }},
+		{"labels", func(d *appsv1.Deployment) { d.Labels[plan.ManagedByLabel] = "someone-else" }},
 		{"owner reference", func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
 	}
 	for _, e := range edits {
@@ -217,7 +217,7 @@ func TestConflictWithForeignDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.ResourceVersion != foreign.ResourceVersion && (len(after.OwnerReferences) > 0 || after.Labels[reconcile.FooUIDLabel] != "" ||
+	if after.ResourceVersion != foreign.ResourceVersion && (len(after.OwnerReferences) > 0 || after.Labels[plan.FooUIDLabel] != "" ||
 		*after.Spec.Replicas != 1 || after.Spec.Template.Spec.Containers[0].Image != "busybox:1.36") {
 		t.Errorf("the foreign Deployment was modified: %+v", after)
 	}
@@ -467,7 +467,7 @@ func TestRecreateUnderTheSameName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reconcile.IsControlledBy(dep, second.UID) || reconcile.IsControlledBy(dep, first.UID) {
+	if !plan.IsControlledBy(dep, second.UID) || plan.IsControlledBy(dep, first.UID) {
 		t.Errorf("the Deployment must be the new Foo's: %+v", dep.OwnerReferences)
 	}
 	// Waiting for the garbage collector is not a conflict.

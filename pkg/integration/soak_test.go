@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	"example.com/foo-controller/pkg/reconcile"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // The kinds of chaos operation, in the order the summary lists them.
@@ -375,11 +375,11 @@ func (c *soak) deleteFoo(ctx context.Context) (string, error) {
 	if policy == "" {
 		policy = samplev1alpha1.DeletionPolicyDelete
 	}
-	finalizer := reconcile.HasOrphanFinalizer(foo)
+	finalizer := plan.HasOrphanFinalizer(foo)
 	keep := ""
 	if policy == samplev1alpha1.DeletionPolicyOrphan && finalizer {
 		dep, err := c.s.kube.AppsV1().Deployments(c.s.ns).Get(ctx, foo.Spec.DeploymentName, metav1.GetOptions{})
-		if err == nil && dep.DeletionTimestamp == nil && reconcile.IsControlledBy(dep, foo.UID) {
+		if err == nil && dep.DeletionTimestamp == nil && plan.IsControlledBy(dep, foo.UID) {
 			keep = dep.Name
 		}
 	}
@@ -411,7 +411,7 @@ func (c *soak) editDeployment(ctx context.Context) (string, error) {
 	case 1:
 		detail = f.deployment + " image=httpd:2.4"
 	default:
-		detail = fmt.Sprintf("%s label %s=someone-else", f.deployment, reconcile.ManagedByLabel)
+		detail = fmt.Sprintf("%s label %s=someone-else", f.deployment, plan.ManagedByLabel)
 	}
 	deps := c.s.kube.AppsV1().Deployments(c.s.ns)
 	dep, err := deps.Get(ctx, f.deployment, metav1.GetOptions{})
@@ -430,7 +430,7 @@ func (c *soak) editDeployment(ctx context.Context) (string, error) {
 		if dep.Labels == nil {
 			dep.Labels = map[string]string{}
 		}
-		dep.Labels[reconcile.ManagedByLabel] = "someone-else"
+		dep.Labels[plan.ManagedByLabel] = "someone-else"
 	}
 	_, err = deps.Update(ctx, dep, metav1.UpdateOptions{FieldManager: "chaos-editor"})
 	return detail, err

@@ -2,7 +2,7 @@
 // decisions share: a generator of random valid Foos, and a model of what the
 // API server makes of the Deployment the controller applies.
 //
-// It is used only by tests (pkg/reconcile's unit tests and pkg/integration,
+// It is used only by tests (pkg/plan's unit tests and pkg/integration,
 // which checks the model against a real API server), but is a package of its
 // own so that both use the same idea of a valid Foo.
 package proptest

@@ -1,4 +1,4 @@
-package reconcile
+package plan
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ func fuzzObjects(name, depName, image, ownerAPIVersion, ownerKind, condReason st
 // FuzzDecisions: building the desired Deployment, classifying, measuring
 // drift and computing the status never panic, are deterministic, and
 // never modify their inputs. Seeds live in testdata/fuzz/FuzzDecisions;
-// `go test` runs them, `go test -fuzz=FuzzDecisions ./pkg/reconcile/`
+// `go test` runs them, `go test -fuzz=FuzzDecisions ./pkg/plan/`
 // searches for more.
 func FuzzDecisions(f *testing.F) {
 	f.Add("web", "web", "nginx:1.27", "samplecontroller.example.com/v1alpha1", "Foo", "", int32(2), int32(2), int32(2), int32(2), int32(1), true, true, true, false, false)

@@ -1,4 +1,4 @@
-package reconcile
+package plan
 
 import (
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"

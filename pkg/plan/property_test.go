@@ -1,4 +1,4 @@
-package reconcile
+package plan
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 // never puts back a field it declares.
 //
 // `go test` runs the seeds below (a few hundred random valid Foos);
-// `go test -fuzz=FuzzDriftAgreesWithDesiredDeployment ./pkg/reconcile/`
+// `go test -fuzz=FuzzDriftAgreesWithDesiredDeployment ./pkg/plan/`
 // searches further. A failing seed prints its Foo.
 func FuzzDriftAgreesWithDesiredDeployment(f *testing.F) {
 	for seed := range uint64(300) {

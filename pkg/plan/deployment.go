@@ -1,4 +1,4 @@
-package reconcile
+package plan
 
 import (
 	appsv1 "k8s.io/api/apps/v1"

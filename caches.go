@@ -1,0 +1,85 @@
+package main
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/cachetrim"
+)
+
+const (
+	// mutationCacheTTL bounds how long a copy of our own write is preferred
+	// to the informer's (older) object: far longer than a watch event takes
+	// to arrive, short enough that a lost event cannot mislead for long.
+	mutationCacheTTL = time.Minute
+	// mutationCacheSize is the number of recent writes remembered per
+	// resource; past it the oldest are forgotten (and the informer cache,
+	// perhaps a little stale, is read instead). Copies are trimmed like the
+	// informer's objects (pkg/cachetrim), a few KB each.
+	mutationCacheSize = 2048
+)
+
+// newMutationCache puts our own writes in front of informer's store (see
+// Controller.deployments). With includeAdds, an object we created is seen
+// before the informer has it.
+func newMutationCache(logger klog.Logger, informer cache.Indexer, includeAdds bool) cache.MutationCache {
+	return cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informer, cache.MutationCacheOptions{
+		Indexer: informer,
+		TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
+		IncludeAdds: includeAdds,
+	})
+}
+
+// unseenRecheckAfter is when to look again at a Deployment known only from
+// our own write: just after that copy expires from the MutationCache.
+const unseenRecheckAfter = mutationCacheTTL + 5*time.Second
+
+// recheckUnseen asks to sync again once our copy of dep has expired if the
+// informer has not seen dep yet. It normally does within milliseconds. If
+// it never does (the Deployment was deleted while the watch was down, and
+// the relist missed both events), the copy hides its absence until it
+// expires, and after that nothing would bring the Foo back before the next
+// resync, which may be never (-resync-period=0). The sync after the copy
+// expires reads the informer alone, finds no Deployment and applies it
+// again.
+func (c *Controller) recheckUnseen(dep *appsv1.Deployment) syncResult {
+	if dep == nil {
+		return syncResult{}
+	}
+	if _, err := c.deploymentsLister.Deployments(dep.Namespace).Get(dep.Name); !apierrors.IsNotFound(err) {
+		return syncResult{}
+	}
+	return requeueAfter(unseenRecheckAfter)
+}
+
+// getFoo returns the cached Foo (nil if there is none). The object is
+// shared with the cache: never modify it.
+func (c *Controller) getFoo(key cache.ObjectName) (*samplev1alpha1.Foo, error) {
+	obj, exists, err := c.foos.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, err
+	}
+	return obj.(*samplev1alpha1.Foo), nil
+}
+
+// getDeployment returns the cached Deployment (nil if there is none). The
+// object is shared with the cache: never modify it.
+func (c *Controller) getDeployment(namespace, name string) (*appsv1.Deployment, error) {
+	obj, exists, err := c.deployments.GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
+	if err != nil || !exists {
+		return nil, err
+	}
+	return obj.(*appsv1.Deployment), nil
+}
+
+// trimmed drops from a write's response what the caches never keep (see
+// pkg/cachetrim) before it is remembered in a MutationCache.
+func trimmed[T any](obj T) T {
+	out, _ := cachetrim.Transform(obj)
+	return out.(T)
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"example.com/foo-controller/pkg/plan"
+)
+
+func TestSyncCorrectsDrift(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*appsv1.Deployment)
+		wantEvent string
+	}{
+		{"replicas", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) }, "Normal Scaled"},
+		{"image", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "evil:1" }, "Normal Updated"},
+		{"container removed", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "renamed" }, "Normal Updated"},
+		{"label value", func(d *appsv1.Deployment) { d.Labels[plan.ManagedByLabel] = "someone" }, "Normal Updated"},
+		{"label removed", func(d *appsv1.Deployment) { delete(d.Labels, plan.ManagedByLabel) }, "Normal Updated"},
+		{"template label", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, plan.ManagedByLabel) }, "Normal Updated"},
+		{"owner reference removed", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, "Normal Adopted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 2)
+			dep := ownedDeployment(foo)
+			withConvergedStatus(foo, dep, false)
+			tc.mutate(dep)
+			f := newFixture(t).withFoo(foo).withDeployment(dep)
+			kube, foos, evts, err := f.sync(keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+			// (Whether status is written then depends on the generation the
+			// API server gives the put-back Deployment: the status tests
+			// cover that.)
+			_ = foos
+			assertEvents(t, evts, tc.wantEvent)
+			d := appliedDeployment(t, kube)
+			if len(plan.Drift(foo, d)) != 0 {
+				t.Errorf("applied Deployment still drifts: %v", plan.Drift(foo, d))
+			}
+		})
+	}
+}
+
+func TestSyncCorrectionsAreRateLimited(t *testing.T) {
+	// Another client keeps scaling our Deployment to 7: each sync sees it
+	// changed again (a newer object in the informer cache).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	rv := 1000
+	fight := func() {
+		t.Helper()
+		rv++
+		changed := dep.DeepCopy()
+		changed.ResourceVersion = strconv.Itoa(rv)
+		changed.Spec.Replicas = ptr.To[int32](7)
+		if err := f.deploymentIndexer.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applies := func() int {
+		n := 0
+		for _, a := range f.kubeclient.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "deployments" {
+				n++
+			}
+		}
+		return n
+	}
+
+	for i := range correctionBurst + 3 {
+		fight()
+		res, err := c.syncHandler(ctx, keyOf(foo))
+		if err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+		if held := i >= correctionBurst; held != (res.requeueAfter > 0) || res.requeueAfter > correctionEvery {
+			t.Errorf("sync %d: requeue after %v; a held-back correction must come back within %v, an applied one not at all",
+				i, res.requeueAfter, correctionEvery)
+		}
+	}
+	if got := applies(); got != correctionBurst {
+		t.Errorf("a fight of %d changes at one instant got %d corrections, want the burst of %d",
+			correctionBurst+3, got, correctionBurst)
+	}
+	if c.workqueue.Len() != 0 {
+		t.Errorf("the sync must not queue the key itself; handleErr does (queue length %d)", c.workqueue.Len())
+	}
+	// One Event per correction until the fight is noticed, then one
+	// Warning, then silence.
+	wantEvents := slices.Repeat([]string{"Normal Scaled"}, correctionBurst)
+	assertEvents(t, drainEvents(f.recorder), append(wantEvents, "Warning Contested")...)
+	if n := len(f.client.Actions()); n != 0 {
+		t.Errorf("the Foo's status must not follow a Deployment about to be put back: %s", describeAll(f.client.Actions()))
+	}
+
+	// One period later there is a token for one more.
+	f.clock.Step(correctionEvery)
+	fight()
+	fight()
+	for range 2 {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := applies(); got != correctionBurst+1 {
+		t.Errorf("after one period: %d corrections, want %d", got, correctionBurst+1)
+	}
+	assertEvents(t, drainEvents(f.recorder))
+
+	// The user scales the Foo: what it declares changed, so the change is
+	// applied at once, however long the fight has gone on.
+	stored, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled := stored.DeepCopy()
+	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Generation = 2
+	if _, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fooIndexer.Update(scaled); err != nil {
+		t.Fatal(err)
+	}
+	fight()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if got := applies(); got != correctionBurst+2 {
+		t.Errorf("a new generation must be applied at once: %d applies, want %d", got, correctionBurst+2)
+	}
+}
+
+func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
+	// A mutating webhook pins the image: our apply "succeeds" but the
+	// answer still carries the other image. That is not a change worth an
+	// Event (it would be one per sync).
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Image = "nginx@sha256:0123"
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, dep.DeepCopy(), nil
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+// TestRefusedCorrectionsBackOff: something keeps changing our Deployment
+// and the API server refuses every correction (an admission webhook, say).
+// Each refusal is an error, and a correction held back by the corrections
+// limiter in between must not reset the backoff: the key's failures keep
+// counting, so it retries ever more slowly instead of about once a second
+// forever.
+func TestRefusedCorrectionsBackOff(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", nil)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	rv := 1000
+	last := 0
+	for i := range 4 * correctionBurst {
+		rv++
+		changed := dep.DeepCopy()
+		changed.ResourceVersion = strconv.Itoa(rv)
+		changed.Spec.Replicas = ptr.To[int32](7)
+		if err := f.deploymentIndexer.Update(changed); err != nil {
+			t.Fatal(err)
+		}
+		c.workqueue.Add(keyOf(foo))
+		if !c.processNextWorkItem(ctx, ctx) {
+			t.Fatal("worker stopped")
+		}
+		n := c.workqueue.NumRequeues(keyOf(foo))
+		if n < last {
+			t.Fatalf("sync %d: the key's failures went from %d to %d: a held-back correction reset the backoff", i, last, n)
+		}
+		last = n
+		f.clock.Step(correctionEvery / 5)
+	}
+	if last <= correctionBurst {
+		t.Errorf("after %d refused or held-back corrections the key has %d failures, want more than %d",
+			4*correctionBurst, last, correctionBurst)
+	}
+}

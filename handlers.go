@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
+)
+
+const (
+	// fooByDeploymentName indexes Foos by "namespace/spec.deploymentName", so
+	// an event on any Deployment — including one we do not own — finds the
+	// Foos that want that name. That is how a Foo blocked by a foreign
+	// Deployment is retried the moment that Deployment goes away, without
+	// polling.
+	fooByDeploymentName = "fooByDeploymentName"
+	// deploymentByFooUID indexes Deployments by the UID of the Foo that
+	// controls them, so a Foo finds all its Deployments (the current one and
+	// any left from an old spec.deploymentName) without a List call.
+	deploymentByFooUID = "deploymentByFooUID"
+)
+
+// addIndexers registers the indexes above with the informers.
+func addIndexers(deploymentInformer, fooInformer cache.SharedIndexInformer) error {
+	if err := fooInformer.AddIndexers(cache.Indexers{fooByDeploymentName: indexFooByDeploymentName}); err != nil {
+		return fmt.Errorf("adding Foo index: %w", err)
+	}
+	if err := deploymentInformer.AddIndexers(cache.Indexers{deploymentByFooUID: indexDeploymentByFooUID}); err != nil {
+		return fmt.Errorf("adding Deployment index: %w", err)
+	}
+	return nil
+}
+
+// addEventHandlers turns every change the informers see into the keys of
+// the Foos it concerns. The handlers only enqueue: the queue remains the
+// only place where work is decided.
+func (c *Controller) addEventHandlers(deploymentInformer, fooInformer cache.SharedIndexInformer) error {
+	if _, err := fooInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueFoo,
+		UpdateFunc: c.handleFooUpdate,
+		DeleteFunc: c.handleFooDelete,
+	}); err != nil {
+		return fmt.Errorf("adding Foo event handler: %w", err)
+	}
+	if _, err := deploymentInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.handleDeployment,
+		UpdateFunc: c.handleDeploymentUpdate,
+		DeleteFunc: c.handleDeploymentDelete,
+	}); err != nil {
+		return fmt.Errorf("adding Deployment event handler: %w", err)
+	}
+	return nil
+}
+
+// enqueueFoo adds a Foo's key to the queue, in the slow lane: a new Foo's
+// first sync waits its turn.
+func (c *Controller) enqueueFoo(obj any) {
+	c.addFoo(obj, false)
+}
+
+// handleFooUpdate enqueues an updated Foo. A spec change (a new generation,
+// as kubectl scale makes) or the start of its deletion is a user asking for
+// something of a Foo that already runs: it is expedited, so that it does
+// not wait behind the first syncs of a burst of new Foos. Other updates (our
+// own status writes coming back, a label) wait their turn.
+func (c *Controller) handleFooUpdate(oldObj, newObj any) {
+	oldFoo, okOld := oldObj.(*samplev1alpha1.Foo)
+	newFoo, okNew := newObj.(*samplev1alpha1.Foo)
+	asked := okOld && okNew && (newFoo.Generation != oldFoo.Generation ||
+		(newFoo.DeletionTimestamp != nil && oldFoo.DeletionTimestamp == nil))
+	c.addFoo(newObj, asked)
+}
+
+// handleFooDelete enqueues a deleted Foo, expedited like the start of its
+// deletion. It still gets a sync, which finds it gone and forgets what the
+// controller kept about it.
+func (c *Controller) handleFooDelete(obj any) {
+	c.addFoo(obj, true)
+}
+
+// addFoo adds a Foo's key, in the fast lane if expedite is set. It accepts
+// the tombstone an informer hands to DeleteFunc when it missed the deletion
+// itself.
+func (c *Controller) addFoo(obj any, expedite bool) {
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if expedite {
+		c.lanes.Expedite(key)
+	}
+	c.workqueue.Add(key)
+}
+
+// handleDeployment enqueues every Foo a Deployment event may concern: the
+// Foo that controls it (checked by UID, so a recreated Foo of the same name
+// is not confused with its predecessor) and the Foos that want its name
+// (so a Foo blocked by a foreign Deployment notices when it changes or goes).
+func (c *Controller) handleDeployment(obj any) {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			utilruntime.HandleError(fmt.Errorf("unexpected object type %T in Deployment handler", obj))
+			return
+		}
+		if dep, ok = tombstone.Obj.(*appsv1.Deployment); !ok {
+			utilruntime.HandleError(fmt.Errorf("unexpected tombstone object type %T in Deployment handler", tombstone.Obj))
+			return
+		}
+	}
+	if ref := plan.ControllerFoo(dep); ref != nil {
+		foo, err := c.getFoo(cache.ObjectName{Namespace: dep.Namespace, Name: ref.Name})
+		if err == nil && foo != nil && foo.UID == ref.UID {
+			// Its Deployment exists and changed: report or repair before
+			// starting on Foos that have no Deployment yet.
+			key := cache.MetaObjectToName(foo)
+			c.lanes.Expedite(key)
+			c.workqueue.Add(key)
+		}
+	}
+	foos, err := c.foos.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, obj := range foos {
+		c.workqueue.Add(cache.MetaObjectToName(obj.(*samplev1alpha1.Foo)))
+	}
+}
+
+// handleDeploymentUpdate is handleDeployment for updates.
+func (c *Controller) handleDeploymentUpdate(oldObj, newObj any) {
+	oldDep, newDep := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
+	if oldDep.ResourceVersion == newDep.ResourceVersion {
+		// A periodic resync re-delivers unchanged objects; the Foo resync
+		// already covers every Foo.
+		return
+	}
+	// If the controller reference changed, the old controller must hear of
+	// it too (it may have lost its Deployment).
+	if !equalControllerRef(oldDep, newDep) {
+		c.handleDeployment(oldDep)
+	}
+	c.handleDeployment(newDep)
+}
+
+// handleDeploymentDelete is handleDeployment for deletions.
+func (c *Controller) handleDeploymentDelete(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if dep, ok := obj.(*appsv1.Deployment); ok {
+		// So that our copy of a Deployment we wrote does not outlive the
+		// Deployment itself.
+		c.deployments.OnDelete(dep)
+	}
+	c.handleDeployment(obj)
+}
+
+func indexFooByDeploymentName(obj any) ([]string, error) {
+	foo, ok := obj.(*samplev1alpha1.Foo)
+	if !ok || foo.Spec.DeploymentName == "" {
+		return nil, nil
+	}
+	return []string{foo.Namespace + "/" + foo.Spec.DeploymentName}, nil
+}
+
+func indexDeploymentByFooUID(obj any) ([]string, error) {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return nil, nil
+	}
+	if ref := plan.ControllerFoo(dep); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func equalControllerRef(a, b *appsv1.Deployment) bool {
+	ra, rb := metav1.GetControllerOfNoCopy(a), metav1.GetControllerOfNoCopy(b)
+	if ra == nil || rb == nil {
+		return ra == rb
+	}
+	return ra.UID == rb.UID
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
+)
+
+// statusProgressInterval is how long a status change that only moves
+// replica counts may wait to be written with the next one. A rollout
+// changes the Deployment's status several times before it is available;
+// writing each costs a request per change per Foo, and the transitions that
+// matter (Ready, a new generation, a new reason) are written at once anyway.
+const statusProgressInterval = 2 * time.Second
+
+// syncStatus writes foo's status through the status subresource, and only if
+// it changed: an unchanged Foo costs no request. When the Ready condition
+// turns to a problem the user must act on, it records one Warning Event —
+// after the write, so a failed write (retried) cannot repeat the Event. A
+// write the pacer holds back is a requeue for when it may go out.
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs plan.Observation) (syncResult, error) {
+	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
+	want := plan.Status(foo, obs, now)
+	if plan.StatusEqual(foo.Status, want) {
+		return syncResult{}, nil
+	}
+	key := cache.MetaObjectToName(foo)
+	deferrable := plan.ProgressOnly(foo.Status, want)
+	if plan.FirstProgress(foo.Status, want) {
+		// A new Foo: its first "progressing" waits like a progress-only
+		// change, from this sync on.
+		c.statusPacer.Begin(key, c.clock.Now())
+		deferrable = true
+	}
+	if deferrable {
+		// Only progress to report: write it together with whatever comes
+		// next, at most every statusProgressInterval. The key comes back
+		// then, unless a change worth writing at once brings it back earlier.
+		if wait := c.statusPacer.Wait(key, c.clock.Now()); wait > 0 {
+			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
+			return requeueAfter(wait), nil
+		}
+	}
+	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
+		plan.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+	if apierrors.IsNotFound(err) {
+		return syncResult{}, nil // deleted meanwhile; nothing left to report on
+	}
+	if err != nil {
+		return syncResult{}, fmt.Errorf("writing status: %w", err)
+	}
+	c.foos.Mutation(trimmed(updated))
+	c.statusPacer.Wrote(key, c.clock.Now())
+
+	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", after.Status, "reason", after.Reason,
+		"availableReplicas", want.AvailableReplicas, "observedGeneration", want.ObservedGeneration)
+	if warningReasons[after.Reason] && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
+		var related runtime.Object
+		if obs.Deployment != nil {
+			related = obs.Deployment
+		}
+		c.recorder.Eventf(foo, related, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	}
+	return syncResult{}, nil
+}
+
+// warningReasons are the Ready reasons that need the user: each gets a
+// Warning Event when it begins (or its message changes), never per sync.
+var warningReasons = map[string]bool{
+	samplev1alpha1.ReasonDeploymentConflict:       true,
+	samplev1alpha1.ReasonDeploymentApplyFailed:    true,
+	samplev1alpha1.ReasonProgressDeadlineExceeded: true,
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
+)
+
+// TestSyncDefersANewFoosFirstStatus: a new Foo's first status waits
+// statusProgressInterval when all it would say is "progressing", and is
+// written at once when it has more to say.
+func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
+	t.Run("progressing", func(t *testing.T) {
+		foo := newFoo("a", 1)
+		f := newFixture(t).withFoo(foo)
+		_, ctx := ktesting.NewTestContext(t)
+		c := f.newController(ctx)
+		for _, after := range []time.Duration{0, statusProgressInterval / 2} {
+			f.clock.SetTime(fixedNow.Add(after))
+			res, err := c.syncHandler(ctx, keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := statusProgressInterval - after; res.requeueAfter != want {
+				t.Errorf("after %v: the held-back status must come back when it may be written: requeue after %v, want %v",
+					after, res.requeueAfter, want)
+			}
+		}
+		assertActions(t, "foo", f.client.Actions(), nil)
+		if c.workqueue.Len() != 0 {
+			t.Error("the sync must not queue the key itself; handleErr does")
+		}
+		f.clock.SetTime(fixedNow.Add(statusProgressInterval))
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+		if r := readyOf(t, appliedStatus(t, f.client.Actions())); r.Reason != samplev1alpha1.ReasonProgressing {
+			t.Errorf("first status: Ready %s/%s", r.Status, r.Reason)
+		}
+	})
+	t.Run("already available", func(t *testing.T) {
+		foo := newFoo("a", 1)
+		dep := ownedDeployment(foo)
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+		_, foos, _, err := newFixture(t).withFoo(foo).withDeployment(dep).sync(keyOf(foo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	})
+}
+
+func TestSyncStatusFollowsDeployment(t *testing.T) {
+	foo := newFoo("a", 3)
+	dep := ownedDeployment(foo)
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 1, AvailableReplicas: 1}
+	withConvergedStatus(foo, dep, false)
+	dep = dep.DeepCopy()
+	dep.Status.ReadyReplicas, dep.Status.AvailableReplicas = 3, 3
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts)
+	st := appliedStatus(t, foos)
+	if st.AvailableReplicas != 3 || st.ReadyReplicas != 3 || st.Replicas != 3 {
+		t.Errorf("counts: got %+v", st)
+	}
+	c := readyOf(t, st)
+	if c.Status != metav1.ConditionTrue || c.Reason != samplev1alpha1.ReasonDeploymentAvailable {
+		t.Errorf("Ready: got %s/%s", c.Status, c.Reason)
+	}
+	if !c.LastTransitionTime.Time.Equal(fixedNow) {
+		t.Errorf("Ready flipped, so lastTransitionTime must be now: got %v", c.LastTransitionTime)
+	}
+	if st.Selector != plan.FooUIDLabel+"=a-uid" {
+		t.Errorf("selector for the scale subresource: got %q", st.Selector)
+	}
+}
+
+func TestSyncPacesProgressOnlyStatus(t *testing.T) {
+	// A rollout of 3 replicas, watched step by step.
+	foo := newFoo("a", 3)
+	dep := ownedDeployment(foo)
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 1}
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	rv := 100
+	var last syncResult
+	step := func(updated, available int32) {
+		t.Helper()
+		rv++
+		d := dep.DeepCopy()
+		d.ResourceVersion = strconv.Itoa(rv)
+		d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = updated, available, available
+		if err := f.deploymentIndexer.Update(d); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if last, err = c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := func() int { return len(f.client.Actions()) }
+
+	step(2, 0) // the first change since the controller started: written
+	if writes() != 1 {
+		t.Fatalf("first progress update: %d writes, want 1", writes())
+	}
+	step(3, 0) // counts only, right after: held back
+	step(3, 1)
+	if writes() != 1 {
+		t.Errorf("progress-only updates within %v of the last write must wait: %d writes", statusProgressInterval, writes())
+	}
+	if last.requeueAfter <= 0 || last.requeueAfter > statusProgressInterval {
+		t.Errorf("the held-back update must come back within %v: requeue after %v", statusProgressInterval, last.requeueAfter)
+	}
+	f.clock.Step(statusProgressInterval)
+	step(3, 2) // the interval has passed: written
+	if writes() != 2 {
+		t.Errorf("a progress update after the interval: %d writes, want 2", writes())
+	}
+	step(3, 3) // Ready flips: written at once
+	if writes() != 3 {
+		t.Errorf("Ready flipping must be written at once: %d writes, want 3", writes())
+	}
+	if st := appliedStatus(t, f.client.Actions()[2:]); readyOf(t, st).Status != metav1.ConditionTrue || st.AvailableReplicas != 3 {
+		t.Errorf("last status written: %+v", st)
+	}
+}
+
+func TestSyncReportsRefusedDeployment(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a-deploy",
+		errors.New("exceeded quota: compute, requested: pods=1, used: pods=10, limited: pods=10"))
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	_, err := c.syncHandler(ctx, keyOf(foo))
+	if !errors.Is(err, refusal) {
+		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
+	}
+	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+	ready := readyOf(t, appliedStatus(t, f.client.Actions()))
+	if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "exceeded quota") {
+		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Warning DeploymentApplyFailed")
+
+	// The retry meets the same refusal: no second Event, no second write.
+	f.client.ClearActions()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+		t.Fatal(err)
+	}
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+// TestSyncRefusedUpdateReportsWhatStillServes: when the API server refuses
+// the apply for a Deployment that exists (a scale-up over quota, say), the
+// old Deployment keeps serving, and the status says so next to the
+// refusal.
+func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a-deploy",
+		errors.New("exceeded quota: compute, requested: pods=3, used: pods=2, limited: pods=4"))
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
+	}
+	st := appliedStatus(t, f.client.Actions())
+	if ready := readyOf(t, st); ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed {
+		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
+	}
+	if st.Replicas != 2 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {
+		t.Errorf("the old Deployment still serves 2 replicas; status reports replicas=%d ready=%d available=%d",
+			st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
+	}
+}

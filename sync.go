@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/plan"
+)
+
+// syncHandler converges one Foo and says what should happen next (see
+// syncResult). It reads only from the informer cache (it never modifies
+// cached objects) and sends a request only for something that differs from
+// what the Foo declares.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syncResult, error) {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "foo", klog.KRef(key.Namespace, key.Name))
+	ctx = klog.NewContext(ctx, logger)
+	start := c.clock.Now()
+	defer func() { logger.V(4).Info("Finished syncing Foo", "duration", c.clock.Since(start)) }()
+
+	foo, err := c.getFoo(key)
+	if err != nil {
+		return syncResult{}, err
+	}
+	if foo == nil {
+		// Deleted. The garbage collector removes its Deployment (with the
+		// Orphan policy, finalize removed the owner reference first).
+		logger.V(4).Info("Foo no longer exists")
+		c.corrections.Forget(key)
+		c.statusPacer.Forget(key)
+		c.pruned.Delete(key)
+		return syncResult{}, nil
+	}
+
+	if foo.DeletionTimestamp != nil {
+		return syncResult{}, c.finalize(ctx, foo)
+	}
+	foo, err = c.syncFinalizer(ctx, foo)
+	if err != nil || foo == nil {
+		return syncResult{}, err
+	}
+	obs, held, err := c.syncDeployment(ctx, foo)
+	if err != nil {
+		if !isPermanent(err) {
+			return syncResult{}, err
+		}
+		// The API server refused the Deployment itself (quota, admission
+		// policy, ...): the user must see why, on the Foo. The error is
+		// still returned, so the apply is retried with backoff.
+		obs.ApplyError = err
+		_, statusErr := c.syncStatus(ctx, foo, obs)
+		return syncResult{}, errors.Join(err, statusErr)
+	}
+	if held.requeueAfter > 0 {
+		// A correction is held back: the Deployment is about to be put
+		// back, so there is nothing to prune or report from it yet.
+		return held, nil
+	}
+	// Delete Deployments left from an earlier spec.deploymentName only once
+	// the current one is ours and in place: while the new name is blocked,
+	// the old Deployment keeps serving.
+	if !obs.Conflict && !obs.Waiting {
+		if err := c.pruneDeployments(ctx, foo); err != nil {
+			return syncResult{}, err
+		}
+	}
+	res, err := c.syncStatus(ctx, foo, obs)
+	return res.soonest(c.recheckUnseen(obs.Deployment)), err
+}
+
+// Event reasons. Events are recorded only when the controller changes
+// something or a condition begins, never once per sync.
+const (
+	reasonCreated = "Created"
+	reasonScaled  = "Scaled"
+	reasonUpdated = "Updated"
+	reasonAdopted = "Adopted"
+	reasonPruned  = "Pruned"
+	// reasonContested (a Warning) says that something else keeps changing
+	// a Deployment the controller manages.
+	reasonContested = "Contested"
+)
+
+const (
+	// correctionBurst and correctionEvery limit how often a Foo's
+	// Deployment is put back while its Foo stays the same: a few one-off
+	// edits (kubectl scale, kubectl edit) are undone at once, but a client
+	// that keeps changing it gets one answer per second, not one per
+	// change (see pkg/corrections and docs/reliability.md).
+	correctionBurst = 5
+	correctionEvery = time.Second
+)
+
+// syncDeployment makes the Deployment named in foo's spec exist in the
+// declared shape, unless that name belongs to someone else. On an error,
+// the observation still holds the Deployment found, if any. A positive
+// held.requeueAfter says that a correction is held back until then (see
+// corrections): the observation is then empty, since the Deployment is
+// about to be put back.
+func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (obs plan.Observation, held syncResult, err error) {
+	logger := klog.FromContext(ctx)
+	dep, err := c.getDeployment(foo.Namespace, foo.Spec.DeploymentName)
+	if err != nil {
+		return plan.Observation{}, syncResult{}, err
+	}
+	if dep == nil {
+		// Apply creates it. If the cache is behind and a foreign Deployment
+		// of this name was just created, the apply fails instead of taking
+		// it over: it would have to change that Deployment's selector,
+		// which is immutable.
+		created, err := c.applyDeployment(ctx, foo)
+		if err != nil {
+			return plan.Observation{}, syncResult{}, err
+		}
+		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
+		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
+			"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
+		return plan.Observation{Deployment: created}, syncResult{}, nil
+	}
+
+	ownership := plan.Classify(dep, foo)
+	switch {
+	case ownership == plan.Superseded || dep.DeletionTimestamp != nil:
+		// Going away (its deletion event brings the Foo back to create it
+		// anew). Never adopt or update an object that is being deleted.
+		logger.V(4).Info("Waiting for the old Deployment to be deleted", "deployment", klog.KObj(dep))
+		return plan.Observation{Deployment: dep, Waiting: true}, syncResult{}, nil
+	case ownership == plan.Foreign:
+		// Reported through the Ready condition (and a Warning when that
+		// condition begins, in syncStatus); nothing to retry: the name
+		// index brings the Foo back when that Deployment changes or goes.
+		logger.V(4).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
+		return plan.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil
+	}
+
+	drift := plan.Drift(foo, dep)
+	if len(drift) == 0 {
+		return plan.Observation{Deployment: dep}, syncResult{}, nil
+	}
+	// Someone changed our Deployment. Put it back, but if they keep doing
+	// so, only as often as the corrections limiter allows: the sync asks to
+	// come back when the limiter has a token. Meanwhile the Deployment's status
+	// describes a spec we are about to replace, so the Foo's status is
+	// left as it is; and the user hears about the fight once, not once
+	// per correction.
+	key := cache.MetaObjectToName(foo)
+	fight := c.corrections.Reserve(key, foo.Generation, c.clock.Now())
+	if fight.Wait > 0 {
+		logger.V(2).Info("Deployment keeps being changed by someone else; delaying the next correction",
+			"deployment", klog.KObj(dep), "drift", drift, "after", fight.Wait)
+		metrics.CorrectionsDelayed.Inc()
+		if fight.FirstRefusal {
+			c.recorder.Eventf(foo, dep, corev1.EventTypeWarning, reasonContested, "CorrectDeployment",
+				"Deployment %s keeps being changed by another client (%v); putting it back at most once per %v",
+				dep.Name, drift, correctionEvery)
+		}
+		return plan.Observation{}, requeueAfter(fight.Wait), nil
+	}
+	updated, err := c.applyDeployment(ctx, foo)
+	if err != nil {
+		// The Deployment we failed to change still serves: if the API
+		// server refused the change, the status reports that Deployment
+		// beside the refusal, not zero replicas.
+		return plan.Observation{Deployment: dep}, syncResult{}, err
+	}
+	// Report only what the apply really fixed: a field that still differs
+	// in the API server's answer is being set back by something else (a
+	// mutating admission webhook, say), and an Event per sync for it would
+	// be noise.
+	if still := plan.Drift(foo, updated); len(still) > 0 {
+		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
+			"deployment", klog.KObj(updated), "fields", still)
+		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
+		if len(drift) == 0 {
+			return plan.Observation{Deployment: updated}, syncResult{}, nil
+		}
+	}
+	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
+	switch {
+	case fight.Contested:
+		// Reported once, when the fight began.
+	case ownership == plan.Orphaned:
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
+			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
+	case len(drift) == 1 && drift[0] == "replicas":
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonScaled, "ScaleDeployment",
+			"Scaled Deployment %s from %d to %d replicas", updated.Name, replicasOf(dep), plan.Replicas(foo))
+	default:
+		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
+			"Updated Deployment %s: %v", updated.Name, drift)
+	}
+	return plan.Observation{Deployment: updated}, syncResult{}, nil
+}
+
+// applyDeployment server-side applies the Deployment foo declares. Force
+// takes back fields another manager changed (that is the drift we correct);
+// fields we do not declare keep their other owners.
+func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
+	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, plan.DesiredDeployment(foo),
+		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
+	}
+	c.deployments.Mutation(trimmed(dep))
+	return dep, nil
+}
+
+// prunedSpec is what a Foo declared when pruneDeployments last finished for
+// it.
+type prunedSpec struct {
+	uid            types.UID
+	generation     int64
+	deploymentName string
+}
+
+// pruneDeployments deletes the Deployments foo controls under a name it no
+// longer declares (after spec.deploymentName changed).
+//
+// Only a new spec can leave such a Deployment behind, and looking is not
+// free: the MutationCache's ByIndex also walks every copy of our recent
+// writes (up to mutationCacheSize) on each call. So it looks once per spec
+// of each Foo (and once per Foo after a restart), not on every sync. What
+// that misses is an owner reference to this Foo put by hand on some other
+// Deployment, until the next spec change or restart: not something the
+// controller created, so nothing it must clean up at once.
+func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+	key := cache.MetaObjectToName(foo)
+	spec := prunedSpec{uid: foo.UID, generation: foo.Generation, deploymentName: foo.Spec.DeploymentName}
+	if last, ok := c.pruned.Load(key); ok && last.(prunedSpec) == spec {
+		return nil
+	}
+	objs, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		dep := obj.(*appsv1.Deployment)
+		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !plan.IsControlledBy(dep, foo.UID) {
+			continue
+		}
+		// The UID precondition makes sure we delete exactly the object we
+		// decided about, not a same-named successor.
+		err := c.kubeclientset.AppsV1().Deployments(dep.Namespace).Delete(ctx, dep.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &dep.UID},
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deleting old Deployment %s: %w", dep.Name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Deleted old Deployment", "deployment", klog.KObj(dep))
+		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
+			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.DeploymentName)
+	}
+	c.pruned.Store(key, spec)
+	return nil
+}
+
+// isPermanent reports whether an error from applying the Deployment is the
+// API server refusing that object (it will not change by itself), as
+// opposed to a failure of the request (timeouts, unavailability, throttling,
+// conflicts).
+func isPermanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err)
+}
+
+func replicasOf(dep *appsv1.Deployment) int32 {
+	if dep.Spec.Replicas == nil {
+		return 1
+	}
+	return *dep.Spec.Replicas
+}

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
+)
+
+func TestSyncFooGoneDoesNothing(t *testing.T) {
+	f := newFixture(t)
+	kube, foos, evts, err := f.sync(cache.ObjectName{Namespace: testNS, Name: "missing"})
+	if err != nil {
+		t.Fatalf("sync of a deleted Foo: %v", err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts)
+}
+
+func TestSyncCreatesMissingDeployment(t *testing.T) {
+	foo := newFoo("a", 3)
+	f := newFixture(t).withFoo(foo)
+	// The first status, "progressing", waits (TestSyncDefersANewFoosFirstStatus).
+	kube, foos, evts, err := f.syncPaced(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Created")
+
+	d := appliedDeployment(t, kube)
+	if got := d.Spec.Replicas; got == nil || *got != 3 {
+		t.Errorf("replicas: got %v, want 3", got)
+	}
+	if got := d.Spec.Template.Spec.Containers; len(got) != 1 || got[0].Image != "nginx:1.27" || got[0].Name != plan.ContainerName {
+		t.Errorf("containers: got %+v", got)
+	}
+	ref := metav1.GetControllerOf(d)
+	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" {
+		t.Errorf("controller reference: got %+v", ref)
+	}
+	if got := d.Spec.Selector.MatchLabels[plan.FooUIDLabel]; got != string(foo.UID) {
+		t.Errorf("selector must be unique to the Foo (its UID): got %q", got)
+	}
+	if got := d.Spec.Template.Labels[plan.FooUIDLabel]; got != string(foo.UID) {
+		t.Errorf("pod template must carry the selector label: got %q", got)
+	}
+
+	st := appliedStatus(t, foos)
+	if st.ObservedGeneration != foo.Generation {
+		t.Errorf("observedGeneration: got %d, want %d", st.ObservedGeneration, foo.Generation)
+	}
+	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonProgressing {
+		t.Errorf("Ready after create: got %s/%s, want False/Progressing", c.Status, c.Reason)
+	}
+}
+
+func TestSyncConvergedSendsNothing(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts)
+}
+
+func TestSyncIgnoresFieldsItDoesNotOwn(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	// Others may add labels, annotations and containers, and the API server
+	// fills in defaults: none of that is drift.
+	dep.Labels["team"] = "blue"
+	dep.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+	dep.Spec.Template.Spec.Containers = append(dep.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+	dep.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+}
+
+func TestSyncScaledFooScalesDeployment(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{"patch deployments a-deploy " + applyPatch})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Scaled")
+	if r := appliedDeployment(t, kube).Spec.Replicas; r == nil || *r != 5 {
+		t.Errorf("applied replicas: got %v, want 5", r)
+	}
+	st := appliedStatus(t, foos)
+	if st.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration: got %d, want 2", st.ObservedGeneration)
+	}
+}
+
+func TestSyncRenameCreatesNewAndDeletesOld(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	foo.Spec.DeploymentName = "a-renamed"
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(old)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{
+		"patch deployments a-renamed " + applyPatch,
+		"delete deployments a-deploy",
+	})
+	assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+	assertEvents(t, evts, "Normal Created", "Normal Pruned")
+	del := kube[1].(core.DeleteActionImpl)
+	if p := del.DeleteOptions.Preconditions; p == nil || p.UID == nil || *p.UID != old.UID {
+		t.Errorf("delete must be preconditioned on the old Deployment's UID, got %+v", p)
+	}
+}
+
+func TestSyncDoesNotPruneOthersDeployments(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	other := newFoo("b", 1)
+	othersDep := ownedDeployment(other) // controlled by another Foo
+	f := newFixture(t).withFoo(foo).withFoo(other).withDeployment(dep).withDeployment(othersDep)
+	kube, _, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+}
+
+func TestSyncConflict(t *testing.T) {
+	foreignFoo := newFoo("b", 1)
+	foreignFoo.Spec.DeploymentName = "a-deploy"
+	otherGroupOwner := foreignDeployment("a-deploy")
+	otherGroupOwner.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: "a-uid", Controller: ptr.To(true),
+	}}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+	}{
+		{"unowned Deployment", foreignDeployment("a-deploy")},
+		{"controlled by another Foo", ownedDeployment(foreignFoo)},
+		{"controlled by a Foo kind of another API group", otherGroupOwner},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
+			kube, foos, evts, err := f.sync(keyOf(foo))
+			if err != nil {
+				t.Fatalf("a conflict is permanent and must not return an error (it would hot-loop in backoff): %v", err)
+			}
+			assertActions(t, "kube", kube, nil) // the foreign object is untouched
+			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+			assertEvents(t, evts, "Warning DeploymentConflict")
+			c := readyOf(t, appliedStatus(t, foos))
+			if c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonDeploymentConflict {
+				t.Errorf("Ready: got %s/%s, want False/DeploymentConflict", c.Status, c.Reason)
+			}
+		})
+	}
+}
+
+func TestSyncConflictAlreadyReportedIsSilent(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := foreignDeployment("a-deploy")
+	withConvergedStatus(foo, dep, true)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	kube, foos, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, nil)
+	assertActions(t, "foo", foos, nil)
+	assertEvents(t, evts) // one Event per conflict, not one per sync
+}
+
+func TestSyncConflictKeepsOldDeploymentOnRename(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	foo.Spec.DeploymentName = "taken"
+	f := newFixture(t).withFoo(foo).withDeployment(old).withDeployment(foreignDeployment("taken"))
+	kube, _, _, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new name is blocked: the old Deployment keeps serving.
+	assertActions(t, "kube", kube, nil)
+}
+
+func TestSyncReadsItsOwnWrites(t *testing.T) {
+	// Right after a sync created the Deployment and wrote status, the
+	// informers have not seen either write yet. A second sync of the same
+	// key (say, prompted by the Deployment's watch event racing the
+	// Foo's) must not create it again, write status again or repeat the
+	// Event.
+	foo := newFoo("a", 2)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(drainEvents(f.recorder)); n != 1 {
+		t.Fatalf("first sync: %d events, want 1", n)
+	}
+	f.kubeclient.ClearActions()
+	f.client.ClearActions()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
+	recreated := newFoo("a", 1)
+	predecessor := recreated.DeepCopy()
+	predecessor.UID = "a-previous-uid"
+	terminating := ownedDeployment(recreated)
+	terminating.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
+	terminating.Finalizers = []string{"foregroundDeletion"}
+	tests := []struct {
+		name string
+		dep  *appsv1.Deployment
+	}{
+		{"left by a deleted Foo of the same name", ownedDeployment(predecessor)},
+		{"being deleted", terminating},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := recreated.DeepCopy()
+			f := newFixture(t).withFoo(foo).withDeployment(tc.dep)
+			kube, foos, evts, err := f.syncPaced(keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", kube, nil) // neither adopted nor updated
+			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
+			assertEvents(t, evts) // no Warning: it resolves by itself
+			if c := readyOf(t, appliedStatus(t, foos)); c.Reason != samplev1alpha1.ReasonProgressing {
+				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
+			}
+		})
+	}
+}
+
+// countingCache counts the scans of the Deployment index by Foo UID.
+type countingCache struct {
+	cache.MutationCache
+	scans int
+}
+
+func (c *countingCache) ByIndex(name, key string) ([]any, error) {
+	if name == deploymentByFooUID {
+		c.scans++
+	}
+	return c.MutationCache.ByIndex(name, key)
+}
+
+// TestSyncPrunesOnlyAfterASpecChange: looking for Deployments left under an
+// old name scans the index (and every copy of our own writes in the
+// MutationCache), so it is done once per spec, not on every sync; a rename
+// is a new spec, and its old Deployment is still deleted.
+func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	f := newFixture(t).withFoo(foo).withDeployment(old)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	counting := &countingCache{MutationCache: c.deployments}
+	c.deployments = counting
+	for i := range 3 {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	if counting.scans != 1 {
+		t.Errorf("3 syncs of an unchanged Foo scanned for old Deployments %d times, want 1", counting.scans)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
+	renamed := foo.DeepCopy()
+	renamed.Spec.DeploymentName = "a-renamed"
+	renamed.Generation = 2
+	if _, err := f.client.SamplecontrollerV1alpha1().Foos(testNS).Update(ctx, renamed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fooIndexer.Update(renamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{
+		"patch deployments a-renamed " + applyPatch,
+		"delete deployments a-deploy",
+	})
+}
+
+// TestSyncRechecksACreatedDeploymentTheInformerNeverSees: a Deployment we
+// created is read from our own copy until the informer sees it. If it never
+// does (created and deleted while the watch was down, say), the copy
+// expires after mutationCacheTTL and nothing would bring the Foo back before
+// a resync, which may be never (-resync-period=0). So while the informer has
+// not seen it, the sync asks to come back just after the copy expires; that
+// sync finds it missing and applies it again.
+func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	logger, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	// The held-back first status goes out; the informer still has not seen
+	// the Deployment.
+	f.clock.Step(statusProgressInterval)
+	res, err := c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.requeueAfter <= mutationCacheTTL || res.requeueAfter > mutationCacheTTL+10*time.Second {
+		t.Errorf("a Deployment known only from our own write: requeue after %v, want just after %v (mutationCacheTTL)",
+			res.requeueAfter, mutationCacheTTL)
+	}
+
+	// The MutationCache expires copies by the wall clock, not the fake one;
+	// a fresh cache over the same informer is what it holds after the TTL.
+	f.clock.Step(res.requeueAfter)
+	c.deployments = newMutationCache(logger, f.deploymentIndexer, true)
+	f.kubeclient.ClearActions()
+	drainEvents(f.recorder)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder), "Normal Created")
+
+	// Once the informer has it, the sync is done.
+	dep, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.deploymentIndexer.Add(dep); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.syncHandler(ctx, keyOf(foo)); err != nil || res.requeueAfter != 0 {
+		t.Errorf("the informer has the Deployment: got %+v, %v, want done", res, err)
+	}
+}
