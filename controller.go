@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -74,8 +75,10 @@ type Controller struct {
 	lanes *lanes.Queue[cache.ObjectName]
 	// corrections bounds how often one Foo's Deployment is put back after
 	// someone else changed it: correctionBurst at once, then one per
-	// correctionEvery, afresh whenever the Foo's generation changes.
-	corrections *corrections.Limiter[cache.ObjectName]
+	// correctionEvery, afresh whenever the Foo's generation changes or
+	// the fight is over. Keyed by UID: a Foo recreated under the same name
+	// does not inherit its predecessor's fight.
+	corrections *corrections.Limiter[types.UID]
 	// statusPacer holds back status writes that only move counts (see
 	// plan.ProgressOnly) and a new Foo's first "progressing" (see
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
@@ -116,7 +119,7 @@ func NewController(
 		foosSynced:        fooInformer.Informer().HasSynced,
 		workqueue:         newQueue(queueLanes),
 		lanes:             queueLanes,
-		corrections:       corrections.New[cache.ObjectName](correctionEvery, correctionBurst),
+		corrections:       corrections.New[types.UID](correctionEvery, correctionBurst),
 		statusPacer:       pacer.New[cache.ObjectName](statusProgressInterval),
 		recorder:          recorder,
 		clock:             clock.RealClock{},

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -147,6 +149,72 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	}
 	if got := applies(); got != correctionBurst+2 {
 		t.Errorf("a new generation must be applied at once: %d applies, want %d", got, correctionBurst+2)
+	}
+}
+
+// TestAFightEnds: the corrections limiter forgets a fight once it is over
+// (its bucket refilled) and never hands a fight to a recreated Foo of the
+// same name. Each used to carry over: the limiter was keyed by name and
+// stayed contested for the rest of the generation, so every later Scaled or
+// Updated Event was suppressed, and a recreated Foo's first correction was
+// held back.
+func TestAFightEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo
+	}{
+		{"quiet for burst periods", func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+			f.clock.Step(time.Duration(correctionBurst+1) * correctionEvery)
+			return foo
+		}},
+		{"the Foo recreated under its name", func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+			again := foo.DeepCopy()
+			again.UID = "recreated-uid"
+			if err := f.fooIndexer.Update(again); err != nil {
+				t.Fatal(err)
+			}
+			return again
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 2)
+			dep := ownedDeployment(foo)
+			withConvergedStatus(foo, dep, false)
+			f := newFixture(t).withFoo(foo).withDeployment(dep)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			rv := 1000
+			scaledBySomeoneElse := func(owner *samplev1alpha1.Foo) {
+				t.Helper()
+				rv++
+				changed := ownedDeployment(owner)
+				changed.ResourceVersion = strconv.Itoa(rv)
+				changed.Spec.Replicas = ptr.To[int32](7)
+				if err := f.deploymentIndexer.Update(changed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range correctionBurst + 1 {
+				scaledBySomeoneElse(foo)
+				if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			assertEvents(t, drainEvents(f.recorder), append(slices.Repeat([]string{"Normal Scaled"}, correctionBurst), "Warning Contested")...)
+
+			foo = tc.after(f, foo)
+			f.kubeclient.ClearActions()
+			scaledBySomeoneElse(foo)
+			res, err := c.syncHandler(ctx, keyOf(foo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.requeueAfter > 0 {
+				t.Errorf("the correction was held back (requeue after %v): the old fight carried over", res.requeueAfter)
+			}
+			assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+			assertEvents(t, drainEvents(f.recorder), "Normal Scaled")
+		})
 	}
 }
 

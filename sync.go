@@ -38,7 +38,6 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// Deleted. The garbage collector removes its Deployment (with the
 		// Orphan policy, finalize removed the owner reference first).
 		logger.V(4).Info("Foo no longer exists")
-		c.corrections.Forget(key)
 		c.statusPacer.Forget(key)
 		c.pruned.Delete(key)
 		return syncResult{}, nil
@@ -155,8 +154,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	// describes a spec we are about to replace, so the Foo's status is
 	// left as it is; and the user hears about the fight once, not once
 	// per correction.
-	key := cache.MetaObjectToName(foo)
-	fight := c.corrections.Reserve(key, foo.Generation, c.clock.Now())
+	fight := c.corrections.Reserve(foo.UID, foo.Generation, c.clock.Now())
 	if fight.Wait > 0 {
 		logger.V(2).Info("Deployment keeps being changed by someone else; delaying the next correction",
 			"deployment", klog.KObj(dep), "drift", drift, "after", fight.Wait)

@@ -28,7 +28,8 @@ import (
 //
 // Key by the owner's UID, not its name: a deleted and recreated owner is a
 // new object, and must not inherit its predecessor's drained bucket or
-// fight. Keys need not be forgotten (see Forget).
+// fight. Keys need not be forgotten: a bucket whose fight is over is dropped by
+// the next sweep.
 type Limiter[K comparable] struct {
 	every time.Duration
 	burst int
@@ -123,16 +124,6 @@ func (l *Limiter[K]) sweep(now time.Time) {
 			delete(l.keys, k)
 		}
 	}
-}
-
-// Forget drops key's bucket. It is never needed for correctness: a bucket
-// left behind is dropped by a sweep once its fight is over. It only frees
-// the memory sooner, when the caller still knows the key of an object that
-// is gone (a caller keyed by UID usually does not).
-func (l *Limiter[K]) Forget(key K) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.keys, key)
 }
 
 // Len is the number of keys with a bucket, including some whose fight is
