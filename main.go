@@ -191,6 +191,13 @@ func run(ctx context.Context, o options) (err error) {
 	// tell which replica sent a request.
 	identity := leader.Identity()
 	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
+	if o.leaderElect {
+		// Every client built from cfg writes only while we lead by our own
+		// clock (see leader.Fence), even if the elector has not noticed a
+		// loss yet.
+		lc.Fence = leader.NewFence(lc)
+		cfg.WrapTransport = lc.Fence.WrapTransport
+	}
 	logger.Info("Starting", "version", buildVersion(), "identity", identity, "leaderElection", o.leaderElect)
 
 	// Built-in types travel as protobuf: smaller and several times cheaper

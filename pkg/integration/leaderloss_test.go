@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -360,4 +361,43 @@ func TestHandOverAfterLeaseLoss(t *testing.T) {
 	if byA+byB+both != n {
 		t.Errorf("%d Deployments written, want %d", byA+byB+both, n)
 	}
+}
+
+// TestFrozenLeader: the leader is frozen mid-burst (SIGSTOP: what a paused
+// VM, a long stop-the-world pause or a starved CPU does) for longer than
+// the lease, and a standby takes over. When the old leader wakes, its
+// workers run before its elector has noticed anything: its fence, which
+// sees that its last renewal is too old, must refuse their writes.
+func TestFrozenLeader(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	const n = 150
+	names := s.createFoos("frozen", n)
+	slowKC := proxyToAPIServer(t, s.cl, 20*time.Millisecond).kubeconfigVia(t, s.cl.ctrlKC)
+	a := s.startController(append(s.leaseArgs(), "-kubeconfig="+slowKC)...)
+	idA := s.identityOf(a)
+	s.waitLeading(idA, 30*time.Second)
+	b := s.startController(s.leaseArgs()...)
+	idB := s.identityOf(b)
+
+	s.waitForDeployments(n/5, 2*time.Minute)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	s.requireMidBurst(n, "freezing the leader")
+	s.waitLeading(idB, lossLeaseDuration+4*lossRetryPeriod+5*time.Second)
+	time.Sleep(2 * time.Second) // the new leader at work
+	woke := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	s.requireLostAndExited(a, idA, "", 15*time.Second)
+	if late := s.writesBy(idA, woke, time.Now().Add(time.Minute)); len(late) > 0 {
+		t.Errorf("the old leader sent %d writes after it woke:%s", len(late), summarize(late))
+	}
+	if refused := a.logLines("write refused"); len(refused) > 0 {
+		t.Logf("its fence refused %d writes after it woke, e.g. %s", len(refused), refused[0])
+	}
+	s.waitAllConverged(names, 3*time.Minute)
+	s.eventually(time.Minute, "the invariants", s.invariants)
 }

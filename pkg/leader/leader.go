@@ -57,6 +57,10 @@ type Config struct {
 	// returns: the place to stop writers that do not run under work's
 	// context (the Event broadcaster).
 	OnLost func()
+	// Fence, if set, is opened by each renewal and closed for good when
+	// leadership is lost; its WrapTransport must wrap the clients that
+	// write (see Fence).
+	Fence *Fence
 }
 
 // Validate checks the timing rule that keeps a leader from being overtaken
@@ -135,10 +139,20 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 		cancelWork context.CancelCauseFunc = func(error) {} // set when we start leading
 		isLost     bool
 	)
+	hasLost := func() bool {
+		workMu.Lock()
+		defer workMu.Unlock()
+		return isLost
+	}
+	var lock *watchedLock
 	lose := func(why string) {
 		loseOnce.Do(func() {
+			lock.lost.Store(true)
 			workMu.Lock()
 			isLost = true
+			if c.Fence != nil {
+				c.Fence.close()
+			}
 			cancelWork(ErrLost)
 			workMu.Unlock()
 			if c.OnLost != nil {
@@ -149,13 +163,14 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			close(lost)
 		})
 	}
-	lock := &watchedLock{
+	lock = &watchedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: c.LeaseName, Namespace: c.LeaseNamespace},
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 		},
 		onTaken: func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
+		fence:   c.Fence,
 	}
 
 	// The elector runs under its own context, cancelled only once work
@@ -222,7 +237,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(identity string) {
-				if identity != c.Identity {
+				if identity != c.Identity && !hasLost() {
 					logger.Info("Another process leads; standing by", "leader", identity)
 				}
 			},
@@ -243,11 +258,6 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 		defer close(electorDone)
 		elector.Run(electionCtx)
 	}()
-	hasLost := func() bool {
-		workMu.Lock()
-		defer workMu.Unlock()
-		return isLost
-	}
 	select {
 	case <-lost:
 	case <-electorDone:
@@ -319,32 +329,49 @@ func (c Config) HealthzTimeout() time.Duration { return c.RenewDeadline - c.Leas
 // reports it through onTaken. That read happens at the first renewal after
 // another process took the Lease over, where client-go's elector would go
 // on retrying until its renew deadline while we kept working.
+//
+// Once leadership is lost it writes the Lease no more: client-go's elector
+// goes on within the same attempt, and a Lease left with no holder would be
+// taken back by the process that is about to exit, making its successor
+// wait a whole LeaseDuration. Its successful writes naming us open the
+// fence, if any.
 type watchedLock struct {
 	resourcelock.Interface
 	onTaken func(holder string)
+	fence   *Fence
 	held    atomic.Bool // our last successful write named us as the holder
+	lost    atomic.Bool // onTaken was called
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil && rec.HolderIdentity != l.Identity() && l.held.Swap(false) {
+		l.lost.Store(true)
 		l.onTaken(rec.HolderIdentity)
 	}
 	return rec, raw, err
 }
 
 func (l *watchedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Create(ctx, rec)
-	if err == nil {
-		l.held.Store(rec.HolderIdentity == l.Identity())
-	}
-	return err
+	return l.write(rec, func() error { return l.Interface.Create(ctx, rec) })
 }
 
 func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Update(ctx, rec)
-	if err == nil {
-		l.held.Store(rec.HolderIdentity == l.Identity())
+	return l.write(rec, func() error { return l.Interface.Update(ctx, rec) })
+}
+
+func (l *watchedLock) write(rec resourcelock.LeaderElectionRecord, send func() error) error {
+	if l.lost.Load() {
+		return ErrLost
 	}
-	return err
+	sentAt := time.Now()
+	if err := send(); err != nil {
+		return err
+	}
+	ours := rec.HolderIdentity == l.Identity()
+	l.held.Store(ours)
+	if ours && l.fence != nil {
+		l.fence.renewed(sentAt)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -118,48 +119,63 @@ func leaseClient() *fake.Clientset {
 }
 
 func TestLeaseTakenByAnotherHolderCancelsWorkAtOnce(t *testing.T) {
-	client := leaseClient()
-	ctx := t.Context()
-	lost := make(chan struct{})
-	c := fast("a")
-	c.OnLost = func() { close(lost) }
-	done, started := runInBackground(ctx, t, client, c, func(ctx context.Context) error {
-		<-ctx.Done()
-		return nil
-	})
-	workCtx := waitFor(t, started, "a to lead")
+	// "b": another process took over. "": someone cleared the holder (a
+	// Lease with no holder is free for anyone, us included, to take).
+	for _, holder := range []string{"b", ""} {
+		t.Run(fmt.Sprintf("holder %q", holder), func(t *testing.T) {
+			client := leaseClient()
+			ctx := t.Context()
+			lost := make(chan struct{})
+			c := fast("a")
+			c.OnLost = func() { close(lost) }
+			c.Fence = NewFence(c)
+			done, started := runInBackground(ctx, t, client, c, func(ctx context.Context) error {
+				<-ctx.Done()
+				return nil
+			})
+			workCtx := waitFor(t, started, "a to lead")
+			if err := c.Fence.check(); err != nil {
+				t.Fatalf("the fence refuses writes while a leads: %v", err)
+			}
 
-	// Another process writes itself into the Lease, with a fresh renewal,
-	// as a new leader does after taking over an expired Lease.
-	lease, err := client.CoordinationV1().Leases("ns").Get(ctx, "foo-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.HolderIdentity = ptr.To("b")
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	taken := time.Now()
-	if _, err := client.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+			// Another writer changes the holder, with a fresh renewal, as a
+			// new leader does after taking over an expired Lease.
+			lease, err := client.CoordinationV1().Leases("ns").Get(ctx, "foo-controller", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lease.Spec.HolderIdentity = ptr.To(holder)
+			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			taken := time.Now()
+			if _, err := client.CoordinationV1().Leases("ns").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 
-	err = waitFor(t, done, "Run to return")
-	if !errors.Is(err, ErrLost) {
-		t.Errorf("Run returned %v, want ErrLost", err)
-	}
-	if cause := context.Cause(workCtx); !errors.Is(cause, ErrLost) {
-		t.Errorf("work's context ended with %v, want ErrLost", cause)
-	}
-	waitFor(t, lost, "OnLost")
-	// Well before the renew deadline (2s): at the first renewal that sees b.
-	if d := time.Since(taken); d > time.Second {
-		t.Errorf("leadership ended %v after the Lease was taken, want within a few retry periods", d)
-	}
-	lease, err = client.CoordinationV1().Leases("ns").Get(ctx, "foo-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := *lease.Spec.HolderIdentity; got != "b" {
-		t.Errorf("the Lease is held by %q after a lost it, want b (a must not write it back)", got)
+			err = waitFor(t, done, "Run to return")
+			if !errors.Is(err, ErrLost) {
+				t.Errorf("Run returned %v, want ErrLost", err)
+			}
+			if cause := context.Cause(workCtx); !errors.Is(cause, ErrLost) {
+				t.Errorf("work's context ended with %v, want ErrLost", cause)
+			}
+			waitFor(t, lost, "OnLost")
+			if err := c.Fence.check(); !errors.Is(err, ErrLost) {
+				t.Errorf("the fence lets writes through after the loss: %v", err)
+			}
+			// Well before the renew deadline (2s): at the first renewal that
+			// sees the change.
+			if d := time.Since(taken); d > time.Second {
+				t.Errorf("leadership ended %v after the Lease was taken, want within a few retry periods", d)
+			}
+			time.Sleep(3 * c.RetryPeriod) // an elector still running would write now
+			lease, err = client.CoordinationV1().Leases("ns").Get(ctx, "foo-controller", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := *lease.Spec.HolderIdentity; got != holder {
+				t.Errorf("the Lease is held by %q after a lost it, want %q (a must not write it back)", got, holder)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,95 @@
+package leader
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fence lets the process's writes reach the API server only while, by its
+// own clock, it still holds the Lease: within RenewDeadline of the start of
+// its last successful renewal, and never after leadership was lost.
+//
+// Knowing that the Lease is lost takes a renewal attempt, and a process can
+// be unable to make one while its workers still run: frozen (SIGSTOP, a
+// paused VM, a long GC or CPU starvation), then woken after a standby has
+// taken over. Its workers would write the moment it wakes, before its
+// elector runs. The Fence checks the clock at every write instead. A
+// standby took over no sooner than LeaseDuration after our last renewal,
+// and RenewDeadline ends before that (see Config.Validate).
+//
+// Reads always pass, and so do requests for Leases, which is how the
+// elector renews. A Fence is safe for concurrent use.
+type Fence struct {
+	validFor time.Duration
+	now      func() time.Time
+
+	mu     sync.Mutex
+	until  time.Time // writes pass before this
+	closed bool      // leadership lost: nothing passes again
+}
+
+// NewFence returns a Fence for c's timings, closed until the first renewal.
+func NewFence(c Config) *Fence { return &Fence{validFor: c.RenewDeadline, now: time.Now} }
+
+// renewed records a successful write of the Lease naming us, sent at sentAt.
+func (f *Fence) renewed(sentAt time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if until := sentAt.Add(f.validFor); until.After(f.until) {
+		f.until = until
+	}
+}
+
+// close shuts the Fence for good.
+func (f *Fence) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+}
+
+// check returns why a write may not be sent now, or nil.
+func (f *Fence) check() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch now := f.now(); {
+	case f.closed:
+		return fmt.Errorf("write refused: %w", ErrLost)
+	case !now.Before(f.until):
+		return fmt.Errorf("write refused: not leading (no renewal of the Lease in the last %v)", f.validFor)
+	}
+	return nil
+}
+
+// WrapTransport is a rest.Config WrapTransport that puts the Fence in front
+// of every write of the clients built from that config.
+func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	return &fencedTransport{fence: f, next: rt}
+}
+
+type fencedTransport struct {
+	fence *Fence
+	next  http.RoundTripper
+}
+
+func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isWrite(req.Method) && !strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
+		if err := t.fence.check(); err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close() // RoundTrip must close it, even on error
+			}
+			return nil, err
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}

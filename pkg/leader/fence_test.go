@@ -1,0 +1,77 @@
+package leader
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type recordingTransport struct{ sent []string }
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.sent = append(r.sent, req.Method+" "+req.URL.Path)
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+}
+
+func TestFence(t *testing.T) {
+	const (
+		deployment = "/apis/apps/v1/namespaces/ns/deployments/d"
+		lease      = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/foo-controller"
+	)
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		// renewed and closed set the Fence up; at is when the request is
+		// sent, relative to start.
+		renewed []time.Duration
+		closed  bool
+		at      time.Duration
+		method  string
+		path    string
+		wantErr string
+	}{
+		{"a read while never leading", nil, false, 0, http.MethodGet, deployment, ""},
+		{"a write while never leading", nil, false, 0, http.MethodPatch, deployment, "not leading"},
+		{"a Lease write while never leading (acquiring)", nil, false, 0, http.MethodPut, lease, ""},
+		{"a write just after a renewal", []time.Duration{0}, false, time.Second, http.MethodPatch, deployment, ""},
+		{"a write just before the renew deadline", []time.Duration{0}, false, 4*time.Second - time.Nanosecond, http.MethodPost, deployment, ""},
+		{"a write at the renew deadline (woken from a freeze)", []time.Duration{0}, false, 4 * time.Second, http.MethodDelete, deployment, "not leading"},
+		{"a later renewal extends it", []time.Duration{0, 3 * time.Second}, false, 6 * time.Second, http.MethodPatch, deployment, ""},
+		{"an older renewal does not shorten it", []time.Duration{3 * time.Second, 0}, false, 6 * time.Second, http.MethodPatch, deployment, ""},
+		{"a write after the loss", []time.Duration{0}, true, time.Second, http.MethodPatch, deployment, "leader election lost"},
+		{"a read after the loss", []time.Duration{0}, true, time.Second, http.MethodGet, deployment, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFence(Config{RenewDeadline: 4 * time.Second})
+			f.now = func() time.Time { return start.Add(tc.at) }
+			for _, r := range tc.renewed {
+				f.renewed(start.Add(r))
+			}
+			if tc.closed {
+				f.close()
+			}
+			next := &recordingTransport{}
+			req, err := http.NewRequest(tc.method, "https://apiserver"+tc.path, strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WrapTransport(next).RoundTrip(req)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+			if sent := len(next.sent) > 0; sent != (tc.wantErr == "") {
+				t.Errorf("sent %v", next.sent)
+			}
+			if tc.closed && tc.wantErr != "" && !errors.Is(err, ErrLost) {
+				t.Errorf("a refusal after the loss must wrap ErrLost: %v", err)
+			}
+		})
+	}
+}
