@@ -161,8 +161,10 @@ func newQueue(storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitin
 const shutdownGracePeriod = 20 * time.Second
 
 // Run waits for the informer caches to sync, starts workers, and blocks
-// until ctx is cancelled. It then stops handing out keys, lets every
-// in-flight sync finish, and returns once all workers have stopped.
+// until ctx is done. It then stops handing out keys and returns once all
+// workers have stopped: after letting in-flight syncs finish when ctx was
+// simply cancelled (SIGTERM), after cancelling them at once when it ended
+// for another cause (leader.ErrLost).
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
