@@ -69,14 +69,18 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	}
 	// Delete Deployments left from an earlier spec.deploymentName only once
 	// the current one is ours and in place: while the new name is blocked,
-	// the old Deployment keeps serving.
+	// the old Deployment keeps serving. A failed delete does not hold back
+	// the status, which describes the current Deployment: it is returned
+	// with the status write's error, and retried with backoff.
+	var pruneErr error
 	if !obs.Conflict && !obs.Waiting {
-		if err := c.pruneDeployments(ctx, foo); err != nil {
-			return syncResult{}, err
-		}
+		pruneErr = c.pruneDeployments(ctx, foo)
 	}
 	res, err := c.syncStatus(ctx, foo, obs)
-	return res.soonest(c.recheckUnseen(obs.Deployment)), err
+	if err := errors.Join(pruneErr, err); err != nil {
+		return syncResult{}, err
+	}
+	return res.soonest(c.recheckUnseen(obs.Deployment)), nil
 }
 
 // Event reasons. Events are recorded only when the controller changes

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -143,6 +147,45 @@ func TestSyncRenameCreatesNewAndDeletesOld(t *testing.T) {
 	if p := del.DeleteOptions.Preconditions; p == nil || p.UID == nil || *p.UID != old.UID {
 		t.Errorf("delete must be preconditioned on the old Deployment's UID, got %+v", p)
 	}
+}
+
+// TestSyncRenameReportsStatusWhenThePruneFails: after a rename the new
+// Deployment is in place before the old one is deleted. If that delete
+// fails (an admission webhook or a missing RBAC rule refusing it, or a
+// timeout), the status must still describe the new spec: otherwise the Foo
+// keeps reporting the old generation, Ready from the old Deployment, for as
+// long as the delete keeps failing. The error is still returned, so the
+// delete is retried with backoff.
+func TestSyncRenameReportsStatusWhenThePruneFails(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	foo.Spec.DeploymentName = "a-renamed"
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo).withDeployment(old)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "a-deploy",
+		errors.New("admission webhook \"no-deletes\" denied the request"))
+	f.kubeclient.PrependReactor("delete", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
+		t.Fatalf("the failed delete must be returned (for retry with backoff): %v", err)
+	}
+	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+	if st := appliedStatus(t, f.client.Actions()); st.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration: got %d, want 2", st.ObservedGeneration)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Normal Created")
+
+	// The retry deletes the old Deployment once the refusal lifts.
+	f.kubeclient.ReactionChain = f.kubeclient.ReactionChain[1:]
+	f.kubeclient.ClearActions()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"delete deployments a-deploy"})
 }
 
 func TestSyncDoesNotPruneOthersDeployments(t *testing.T) {
