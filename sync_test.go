@@ -289,6 +289,47 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 	assertEvents(t, drainEvents(f.recorder))
 }
 
+// TestSyncRecreatesADeploymentDeletedRightAfterOurWrite: our copy of a
+// Deployment we wrote is preferred to the informer's store for
+// mutationCacheTTL, even when the store no longer has it. When the
+// informer sees the Deployment deleted (kubectl delete deployment, a
+// minute after we created it), handleDeploymentDelete drops that copy, so
+// the sync the deletion brings creates it again at once instead of reading
+// the copy and waiting for the recheck after unseenRecheckAfter.
+func TestSyncRecreatesADeploymentDeletedRightAfterOurWrite(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The informer sees the create, then the user's delete: the store is
+	// updated first, then the handler runs.
+	if err := f.deploymentIndexer.Add(dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kubeclient.AppsV1().Deployments(testNS).Delete(ctx, "a-deploy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.deploymentIndexer.Delete(dep); err != nil {
+		t.Fatal(err)
+	}
+	c.handleDeploymentDelete(dep)
+	f.kubeclient.ClearActions()
+	drainEvents(f.recorder)
+
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder), "Normal Created")
+}
+
 func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 	recreated := newFoo("a", 1)
 	predecessor := recreated.DeepCopy()
