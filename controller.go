@@ -60,8 +60,11 @@ type Controller struct {
 	// writes: only to tell a Deployment the informer has seen from one we
 	// know only from our own write (see recheckUnseen).
 	deploymentsLister appslisters.DeploymentLister
-	foos              cache.MutationCache
-	foosSynced        cache.InformerSynced
+	// deploymentIndex is the informer's store alone too, for its index of
+	// Deployments by controlling Foo (see pruneDeployments).
+	deploymentIndex cache.Indexer
+	foos            cache.MutationCache
+	foosSynced      cache.InformerSynced
 
 	// workqueue serialises work per Foo: a key is never processed by two
 	// workers at once, and a key added many times while waiting is
@@ -84,7 +87,8 @@ type Controller struct {
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *pacer.Pacer[cache.ObjectName]
 	// pruned holds, per Foo key, the prunedSpec of its last complete
-	// pruneDeployments, which need not run again until the spec changes.
+	// pruneDeployments, which need not run again until the spec changes
+	// or the informer shows a leftover.
 	pruned   sync.Map
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
@@ -115,6 +119,7 @@ func NewController(
 		deployments:       newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
 		deploymentsSynced: deploymentInformer.Informer().HasSynced,
 		deploymentsLister: deploymentInformer.Lister(),
+		deploymentIndex:   deploymentInformer.Informer().GetIndexer(),
 		foos:              newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
 		foosSynced:        fooInformer.Informer().HasSynced,
 		workqueue:         newQueue(queueLanes),

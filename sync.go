@@ -230,17 +230,18 @@ type prunedSpec struct {
 // pruneDeployments deletes the Deployments foo controls under a name it no
 // longer declares (after spec.deploymentName changed).
 //
-// Only a new spec can leave such a Deployment behind, and looking is not
-// free: the MutationCache's ByIndex also walks every copy of our recent
-// writes (up to mutationCacheSize) on each call. So it looks once per spec
-// of each Foo (and once per Foo after a restart), not on every sync. What
-// that misses is an owner reference to this Foo put by hand on some other
-// Deployment, until the next spec change or restart: not something the
-// controller created, so nothing it must clean up at once.
+// Looking is not free: the MutationCache's ByIndex also walks every copy
+// of our recent writes (up to mutationCacheSize) on each call. Among those
+// copies, only a new spec can leave a Deployment under another name (we
+// create only under the declared one), so that walk is done once per spec
+// of each Foo (and once per Foo after a restart), not on every sync. A
+// leftover can also come from elsewhere (a Deployment restored from a
+// backup with its owner reference, say): the informer's own index, a map
+// lookup, shows those on every sync.
 func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
 	key := cache.MetaObjectToName(foo)
 	spec := prunedSpec{uid: foo.UID, generation: foo.Generation, deploymentName: foo.Spec.DeploymentName}
-	if last, ok := c.pruned.Load(key); ok && last.(prunedSpec) == spec {
+	if last, ok := c.pruned.Load(key); ok && last.(prunedSpec) == spec && !c.leftoverIndexed(foo) {
 		return nil
 	}
 	objs, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
@@ -269,6 +270,24 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 	}
 	c.pruned.Store(key, spec)
 	return nil
+}
+
+// leftoverIndexed reports whether the informer holds a Deployment foo
+// controls under a name other than the one it declares, and not already
+// being deleted.
+func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
+	keys, err := c.deploymentIndex.IndexKeys(deploymentByFooUID, string(foo.UID))
+	if err != nil {
+		return true // look the slow way
+	}
+	current := cache.ObjectName{Namespace: foo.Namespace, Name: foo.Spec.DeploymentName}.String()
+	return slices.ContainsFunc(keys, func(k string) bool {
+		if k == current {
+			return false
+		}
+		obj, exists, err := c.deploymentIndex.GetByKey(k)
+		return err != nil || (exists && obj.(*appsv1.Deployment).DeletionTimestamp == nil)
+	})
 }
 
 // isPermanent reports whether an error from applying the Deployment is the

@@ -416,6 +416,37 @@ func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
 	})
 }
 
+// TestSyncPrunesALeftoverThatAppearsLater: the prune is skipped while the
+// spec stays the same, but not for a Deployment the informer shows under
+// another name controlled by this Foo (restored from a backup, say, owner
+// reference and all): handleDeployment brings the Foo back for it, and the
+// sync deletes it, as it would after a rename.
+func TestSyncPrunesALeftoverThatAppearsLater(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	leftover := ownedDeployment(foo)
+	leftover.Name, leftover.UID = "a-old-name", "a-old-name-uid"
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	f.kubeobjects = append(f.kubeobjects, leftover) // in the API, not yet in the informer
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
+	if err := f.deploymentIndexer.Add(leftover); err != nil {
+		t.Fatal(err)
+	}
+	c.handleDeployment(leftover)
+	assertQueue(t, c, []string{"default/a"})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"delete deployments a-old-name"})
+}
+
 // TestSyncRechecksACreatedDeploymentTheInformerNeverSees: a Deployment we
 // created is read from our own copy until the informer sees it. If it never
 // does (created and deleted while the watch was down, say), the copy
