@@ -543,3 +543,99 @@ func seedFromEnv(t *testing.T, variable string) uint64 {
 	t.Logf("seed %d (replay with %s=%d)", seed, variable, seed)
 	return seed
 }
+
+// TestRenameWhileTheOldDeleteIsRefused renames a Foo while an admission
+// policy refuses the controller every Deployment delete in the namespace
+// (what a policy engine or a missing RBAC rule does). The new Deployment
+// serves, so the Foo must converge, status included, while the old one
+// cannot go; once the refusal lifts, the retry deletes it.
+func TestRenameWhileTheOldDeleteIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	s.createFoo(newFoo("web", "old-name", 1))
+	s.waitConverged("web", time.Minute)
+
+	lift := s.denyDeploymentDeletes("old-name")
+	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.DeploymentName = "new-name" })
+	s.waitConverged("web", time.Minute)
+	if _, err := s.getDeployment("old-name"); err != nil {
+		t.Fatalf("the old Deployment must still be there while its delete is refused: %v", err)
+	}
+	lift()
+	// The delete is retried with backoff; a handful of refusals in, that is
+	// well under a minute.
+	s.eventually(time.Minute, "the old Deployment to be deleted", func() (bool, string) {
+		_, err := s.getDeployment("old-name")
+		return apierrors.IsNotFound(err), fmt.Sprintf("get old-name: %v", err)
+	})
+}
+
+// denyDeploymentDeletes installs a ValidatingAdmissionPolicy that refuses
+// the controller (and only it, in this namespace) deleting a Deployment,
+// and waits until it refuses a dry-run delete of probe, an existing
+// Deployment. The returned func removes it and waits until it no longer
+// does.
+func (s *scenario) denyDeploymentDeletes(probe string) (lift func()) {
+	s.t.Helper()
+	name := "nodelete-" + s.ns
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"},
+						},
+					},
+				}},
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "controller", Expression: fmt.Sprintf("request.userInfo.username == %q", controllerUser),
+			}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "false",
+				Message:    "refused by the test: the controller may not delete Deployments",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": s.ns},
+			}},
+		},
+	}
+	vap := s.kube.AdmissionregistrationV1()
+	if _, err := vap.ValidatingAdmissionPolicies().Create(s.ctx, policy, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := vap.ValidatingAdmissionPolicyBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	remove := func() {
+		_ = vap.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = vap.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	s.t.Cleanup(remove)
+
+	ctrlKube := clientFor(s.t, s.cl.ctrlKC)
+	denied := func() (bool, string) {
+		err := ctrlKube.AppsV1().Deployments(s.ns).Delete(s.ctx, probe, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run delete: %v", err)
+	}
+	s.eventually(30*time.Second, "the admission policy to be in force", denied)
+	return func() {
+		remove()
+		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
+			d, state := denied()
+			return !d, state
+		})
+	}
+}
