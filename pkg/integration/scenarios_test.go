@@ -171,6 +171,37 @@ func TestRenameDeployment(t *testing.T) {
 	}
 }
 
+// TestLeftoverRestoredLaterIsPruned: a Deployment controlled by the Foo
+// under a name it no longer declares, put back after the rename was done
+// (restored from a backup, owner reference and all), is deleted like the
+// one the rename left, although the Foo's spec has not changed since.
+func TestLeftoverRestoredLaterIsPruned(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	s.createFoo(newFoo("web", "new-name", 1))
+	s.waitConverged("web", time.Minute)
+	foo, err := s.getFoo("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restored := foo.DeepCopy()
+	restored.Spec.DeploymentName = "old-name"
+	if _, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, plan.DesiredDeployment(restored),
+		metav1.ApplyOptions{FieldManager: "restore"}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(30*time.Second, "the restored leftover to be deleted", func() (bool, string) {
+		_, err := s.getDeployment("old-name")
+		return apierrors.IsNotFound(err), fmt.Sprintf("get old-name: %v", err)
+	})
+	if ev := s.fooEvents("web"); ev["Pruned"] != 1 {
+		t.Errorf("events: %v, want Pruned×1", ev)
+	}
+	s.waitConverged("web", time.Minute)
+}
+
 func TestConflictWithForeignDeployment(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
