@@ -59,7 +59,10 @@ func TestFence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = f.WrapTransport(next).RoundTrip(req)
+			resp, err := f.WrapTransport(next).RoundTrip(req)
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("refused: %v", err)
