@@ -209,3 +209,38 @@ func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
 			st.Replicas, st.ReadyReplicas, st.AvailableReplicas)
 	}
 }
+
+// TestSyncStatusWriteFailures: a status write that finds the Foo gone is
+// the end of its life, not an error; any other failure is returned, for a
+// retry with backoff.
+func TestSyncStatusWriteFailures(t *testing.T) {
+	foos := schema.GroupResource{Group: samplev1alpha1.GroupVersion.Group, Resource: "foos"}
+	tests := []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"Foo deleted meanwhile", apierrors.NewNotFound(foos, "a"), false},
+		{"API server unavailable", apierrors.NewServiceUnavailable("etcd is down"), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			dep := ownedDeployment(foo)
+			f := newFixture(t).withFoo(foo).withDeployment(dep)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			f.client.PrependReactor("patch", "foos", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.err
+			})
+			res, err := c.syncHandler(ctx, keyOf(foo))
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, tc.err)) {
+				t.Fatalf("got %v, want error %v", err, tc.wantErr)
+			}
+			if res.requeueAfter != 0 {
+				t.Errorf("requeue after %v, want none", res.requeueAfter)
+			}
+			assertEvents(t, drainEvents(f.recorder))
+		})
+	}
+}

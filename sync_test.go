@@ -499,3 +499,25 @@ func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
 		t.Errorf("the informer has the Deployment: got %+v, %v, want done", res, err)
 	}
 }
+
+// TestSyncPruneOfADeploymentAlreadyGone: the old Deployment is in the cache
+// but already deleted in the API (the cache is behind): its delete finds
+// nothing, which is what the prune wanted, so the sync is done.
+func TestSyncPruneOfADeploymentAlreadyGone(t *testing.T) {
+	foo := newFoo("a", 1)
+	old := ownedDeployment(foo)
+	withConvergedStatus(foo, old, false)
+	foo.Spec.DeploymentName = "a-renamed"
+	foo.Generation = 2
+	f := newFixture(t).withFoo(foo)
+	f.deployments = append(f.deployments, old) // in the cache only
+	kube, _, evts, err := f.sync(keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", kube, []string{
+		"patch deployments a-renamed " + applyPatch,
+		"delete deployments a-deploy",
+	})
+	assertEvents(t, evts, "Normal Created") // no Pruned: we deleted nothing
+}
