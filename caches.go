@@ -24,7 +24,7 @@ const (
 	mutationCacheSize = 2048
 )
 
-// newMutationCache puts our own writes in front of informer's store (see
+// newMutationCache puts our own writes in front of the informer's store (see
 // Controller.deployments). With includeAdds, an object we created is seen
 // before the informer has it.
 func newMutationCache(logger klog.Logger, informer cache.Indexer, includeAdds bool) cache.MutationCache {

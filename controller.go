@@ -137,28 +137,6 @@ func NewController(
 	return c, nil
 }
 
-// newQueue builds the workqueue over storage (the two lanes). client-go has
-// no constructor that takes both a rate limiter and the storage beneath the
-// queue, so each of the three layers — rate limiting, delaying, the FIFO
-// itself — is built with its own config, all named controllerName, which
-// names the workqueue metrics.
-//
-// Retry policy: a key whose sync fails is retried after 5ms, 10ms, 20ms,
-// ... doubling up to 1000s, and all retries together are limited to 10/s
-// with bursts of 100 (client-go's default controller rate limiter). A sync
-// that is done resets the key's backoff. A new event or a resync adds the
-// key at once, whatever its backoff.
-func newQueue(storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
-	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
-		Name: controllerName, Queue: storage,
-	})
-	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-		Name: controllerName, Queue: fifo,
-	})
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName, DelayingQueue: delaying})
-}
-
 // shutdownGracePeriod bounds how long in-flight syncs may run after
 // shutdown begins (a request to an API server that stopped answering would
 // otherwise hold the process until it is killed). It fits within a Pod's
