@@ -168,6 +168,9 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 	if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "exceeded quota") {
 		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
 	}
+	if n := strings.Count(ready.Message, "a-deploy"); n != 2 {
+		t.Errorf("the message names the Deployment %d times, want ours and the API server's: %q", n, ready.Message)
+	}
 	assertEvents(t, drainEvents(f.recorder), "Warning DeploymentApplyFailed")
 
 	// The retry meets the same refusal: no second Event, no second write.

@@ -57,8 +57,14 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		}
 		// The API server refused the Deployment itself (quota, admission
 		// policy, ...): the user must see why, on the Foo. The error is
-		// still returned, so the apply is retried with backoff.
+		// still returned, so the apply is retried with backoff. The
+		// condition's message names the Deployment already: it quotes
+		// the API server's own words, not our wrapping of them.
 		obs.ApplyError = err
+		var refusal *apierrors.StatusError
+		if errors.As(err, &refusal) {
+			obs.ApplyError = refusal
+		}
 		_, statusErr := c.syncStatus(ctx, foo, obs)
 		return syncResult{}, errors.Join(err, statusErr)
 	}
