@@ -36,6 +36,7 @@ type figures map[string]float64
 
 type options struct {
 	n           int
+	replicas    int
 	repeat      int
 	jsonPath    string
 	idle        time.Duration
@@ -51,6 +52,7 @@ type report struct {
 	Date        string    `json:"date"`
 	Command     string    `json:"command"`
 	N           int       `json:"n"`
+	Replicas    int       `json:"replicas"`
 	Concurrency int       `json:"concurrency"`
 	Idle        string    `json:"idleWindow"`
 	Runs        []figures `json:"runs"`
@@ -60,6 +62,7 @@ type report struct {
 func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 200, "Number of Foos to converge.")
+	flag.IntVar(&o.replicas, "replicas", 1, "Replicas of each Foo (and of the floor's Deployments).")
 	flag.IntVar(&o.repeat, "repeat", 1, "Repeat the whole measurement this many times; medians are reported.")
 	flag.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
 	flag.DurationVar(&o.idle, "idle", 2*time.Minute+10*time.Second,
@@ -79,6 +82,10 @@ func main() {
 	flag.Parse()
 	if o.n < 1 || o.repeat < 1 || o.concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -repeat and -concurrency must be at least 1")
+		os.Exit(2)
+	}
+	if o.replicas < 1 || o.replicas > 100 {
+		fmt.Fprintln(os.Stderr, "bench: -replicas must be 1 to 100 (the Foo API's maximum)")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -157,9 +164,9 @@ func run(ctx context.Context, o options) (err error) {
 
 	rep := report{
 		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
-		N: o.n, Concurrency: o.concurrency, Idle: o.idle.String(),
+		N: o.n, Replicas: o.replicas, Concurrency: o.concurrency, Idle: o.idle.String(),
 	}
-	progress("idle window %v, N=%d, concurrency %d, %d repeat(s)", o.idle, o.n, o.concurrency, o.repeat)
+	progress("idle window %v, N=%d, %d replica(s) each, concurrency %d, %d repeat(s)", o.idle, o.n, o.replicas, o.concurrency, o.repeat)
 	logPath, _ := filepath.Abs("_output/bench-controller.log")
 	_ = os.Remove(logPath)
 	for r := range o.repeat {
@@ -207,7 +214,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 	if _, err := ctrl.waitReady(ctx, 2*time.Minute); err != nil {
 		return nil, err
 	}
-	all, err := converge(ctx, c, ctrl, ns, o.n, o.concurrency, o.timeout)
+	all, err := converge(ctx, c, ctrl, ns, o.n, int32(o.replicas), o.concurrency, o.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +241,7 @@ func once(ctx context.Context, c clients, o options, r int, bin, kubeconfig, log
 	if err := newNamespace(ctx, c, fns); err != nil {
 		return nil, err
 	}
-	fl, err := floor(ctx, c, fns, o.n, o.concurrency)
+	fl, err := floor(ctx, c, fns, o.n, int32(o.replicas), o.concurrency)
 	if err != nil {
 		return nil, err
 	}
@@ -313,8 +320,8 @@ func printTable(w io.Writer, rep report) {
 		{"rate-limiter wait per Foo (s)", "ratelimit_wait_s_per_foo", "", "", nil},
 		{"workqueue depth max (5s samples)", "workqueue_depth_max", "", "", nil},
 	}
-	pf("\nfoo-controller bench: N=%d, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
-		rep.N, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)
+	pf("\nfoo-controller bench: N=%d, %d replica(s) each, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
+		rep.N, rep.Replicas, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)
 	pf("%-34s %10s %10s %7s %8s %s\n", "figure", "controller", "floor", "ratio", "target", "met")
 	for _, r := range rows {
 		v := m[r.key]

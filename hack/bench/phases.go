@@ -149,8 +149,8 @@ func fooReady(foo *samplev1alpha1.Foo) bool {
 		foo.Status.ObservedGeneration == foo.Generation
 }
 
-func deploymentAsDeclared(d *appsv1.Deployment) bool {
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+func deploymentAsDeclared(d *appsv1.Deployment, replicas int32) bool {
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
 		return false
 	}
 	for _, ctr := range d.Spec.Template.Spec.Containers {
@@ -166,8 +166,9 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 		d.Status.AvailableReplicas == *d.Spec.Replicas
 }
 
-// converge creates n Foos in ns and measures until every one is Ready.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n, workers int, timeout time.Duration) (figures, error) {
+// converge creates n Foos of the given replicas in ns and measures until
+// every one is Ready.
+func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, error) {
 	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -181,7 +182,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 			return
 		}
 		foo := strings.TrimSuffix(d.Name, depSuffix)
-		if deploymentAsDeclared(d) {
+		if deploymentAsDeclared(d, replicas) {
 			depOK.mark(foo, now)
 		}
 		if deploymentAvailable(d) {
@@ -219,7 +220,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 		name := fmt.Sprintf("foo-%d", i)
 		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To[int32](1), Image: image},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
 		}, metav1.CreateOptions{})
 		if err == nil {
 			created.mark(name, time.Now())
@@ -393,11 +394,11 @@ func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath
 	}, nil
 }
 
-// floor sends, without the controller, what converging n Foos needs at the
-// least: n Deployment creates and n Foo status writes, with the same
-// concurrency as the Foo creates; then, for comparison, n Deployment
-// applies.
-func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, error) {
+// floor sends, without the controller, what converging n Foos of the given
+// replicas needs at the least: n Deployment creates and n Foo status
+// writes, with the same concurrency as the Foo creates; then, for
+// comparison, n Deployment applies.
+func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int) (figures, error) {
 	progress("floor: %d Deployment creates in %s", n, ns)
 	t0 := time.Now()
 	err := parallel(n, workers, func(i int) error {
@@ -406,7 +407,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 		_, err := c.kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: name + depSuffix, Labels: lbl},
 			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](1),
+				Replicas: ptr.To(replicas),
 				Selector: &metav1.LabelSelector{MatchLabels: lbl},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: lbl},
@@ -448,7 +449,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 		name := fmt.Sprintf("floor-%d", i)
 		f, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To[int32](1), Image: image},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
 		}, metav1.CreateOptions{})
 		foos[i] = f
 		return err
@@ -462,7 +463,7 @@ func floor(ctx context.Context, c clients, ns string, n, workers int) (figures, 
 	err = parallel(n, workers, func(i int) error {
 		f := foos[i]
 		st := samplev1alpha1.FooStatus{
-			ObservedGeneration: f.Generation, Replicas: 1, AvailableReplicas: 1, ReadyReplicas: 1,
+			ObservedGeneration: f.Generation, Replicas: replicas, AvailableReplicas: replicas, ReadyReplicas: replicas,
 			Conditions: []metav1.Condition{{
 				Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
 				LastTransitionTime: now, Reason: samplev1alpha1.ReasonDeploymentAvailable, Message: "bench floor",
