@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -191,12 +192,15 @@ func run(ctx context.Context, o options) (err error) {
 	// tell which replica sent a request.
 	identity := leader.Identity()
 	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
+	// The Lease is renewed over a client of its own, outside the fence.
+	leaseCfg := rest.CopyConfig(cfg)
 	if o.leaderElect {
-		// Every client built from cfg writes only while we lead by our own
-		// clock (see leader.Fence), even if the elector has not noticed a
-		// loss yet.
+		// Every other client built from cfg writes only while we lead by
+		// our own clock (see leader.Fence), even if the elector has not
+		// noticed a loss yet.
 		lc.Fence = leader.NewFence(lc)
 		cfg.WrapTransport = lc.Fence.WrapTransport
+		cfg.Dial = lc.Fence.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
 	logger.Info("Starting", "version", buildVersion(), "identity", identity, "leaderElection", o.leaderElect)
 
@@ -341,7 +345,11 @@ func run(ctx context.Context, o options) (err error) {
 		// returns leader.ErrLost; run then returns without sending the
 		// Events still queued, and main exits 1 so that the restarted
 		// process campaigns again as a standby.
-		if err := leader.Run(ctx, kubeClient, lc, electionHealth, func(ctx context.Context) error {
+		leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+		if err != nil {
+			return fmt.Errorf("building the Lease client: %w", err)
+		}
+		if err := leader.Run(ctx, leaseClient, lc, electionHealth, func(ctx context.Context) error {
 			return controller.Run(ctx, o.workers)
 		}); err != nil {
 			return err

@@ -1,7 +1,9 @@
 package leader
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +24,14 @@ import (
 //
 // Reads always pass, and so do requests for Leases, which is how the
 // elector renews. A Fence is safe for concurrent use.
+//
+// It guards at two levels. WrapTransport refuses a write request with a
+// clear error. Dial guards the connections beneath: a request that passed
+// WrapTransport just before the process froze can still be waiting to be
+// written (HTTP/2 writes every request of a connection in turn), and would
+// go out when it wakes. So once the process has led, nothing at all is
+// written on those connections while the Fence is shut; the Lease must then
+// be renewed over a client of its own, not built with Dial.
 type Fence struct {
 	validFor time.Duration
 	now      func() time.Time
@@ -29,6 +39,7 @@ type Fence struct {
 	mu     sync.Mutex
 	until  time.Time // writes pass before this
 	closed bool      // leadership lost: nothing passes again
+	led    bool      // renewed at least once: Dial's connections are guarded
 }
 
 // NewFence returns a Fence for c's timings, closed until the first renewal.
@@ -38,6 +49,7 @@ func NewFence(c Config) *Fence { return &Fence{validFor: c.RenewDeadline, now: t
 func (f *Fence) renewed(sentAt time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.led = true
 	if until := sentAt.Add(f.validFor); until.After(f.until) {
 		f.until = until
 	}
@@ -54,6 +66,22 @@ func (f *Fence) close() {
 func (f *Fence) check() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.checkLocked()
+}
+
+// checkConn returns why nothing may be written on a connection now, or nil:
+// a standby's connections (its informers' lists and watches) are never
+// guarded.
+func (f *Fence) checkConn() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.led {
+		return nil
+	}
+	return f.checkLocked()
+}
+
+func (f *Fence) checkLocked() error {
 	switch now := f.now(); {
 	case f.closed:
 		return fmt.Errorf("write refused: %w", ErrLost)
@@ -84,6 +112,32 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return t.next.RoundTrip(req)
+}
+
+// Dial wraps dial (a rest.Config's Dial) so that nothing is written on its
+// connections while the Fence is shut, once the process has led. Such a
+// connection is closed at the first refused write; the client dials anew.
+func (f *Fence) Dial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return &fencedConn{Conn: conn, fence: f}, nil
+	}
+}
+
+type fencedConn struct {
+	net.Conn
+	fence *Fence
+}
+
+func (c *fencedConn) Write(b []byte) (int, error) {
+	if err := c.fence.checkConn(); err != nil {
+		_ = c.Conn.Close()
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 func isWrite(method string) bool {

@@ -1,8 +1,10 @@
 package leader
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,5 +78,42 @@ func TestFence(t *testing.T) {
 				t.Errorf("a refusal after the loss must wrap ErrLost: %v", err)
 			}
 		})
+	}
+}
+
+func TestFenceDial(t *testing.T) {
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	now := start
+	f := NewFence(Config{RenewDeadline: 4 * time.Second})
+	f.now = func() time.Time { return now }
+	dial := f.Dial(func(context.Context, string, string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() { _, _ = io.Copy(io.Discard, server) }()
+		return client, nil
+	})
+	conn, err := dial(context.Background(), "tcp", "apiserver:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	write := func() error { _, err := conn.Write([]byte("x")); return err }
+
+	if err := write(); err != nil {
+		t.Errorf("a standby's connection (its informers) must not be guarded: %v", err)
+	}
+	f.renewed(start)
+	now = start.Add(time.Second)
+	if err := write(); err != nil {
+		t.Errorf("refused while leading: %v", err)
+	}
+	// Woken from a freeze: a request queued on the connection before it
+	// must not go out now.
+	now = start.Add(10 * time.Second)
+	if err := write(); err == nil || !strings.Contains(err.Error(), "not leading") {
+		t.Errorf("got %v, want the write refused", err)
+	}
+	f.renewed(now) // even if leading again, that connection is done
+	if err := write(); err == nil || strings.Contains(err.Error(), "not leading") {
+		t.Errorf("got %v, want the connection closed by the refused write", err)
 	}
 }
