@@ -134,7 +134,7 @@ type fencedConn struct {
 
 func (c *fencedConn) Write(b []byte) (int, error) {
 	if err := c.fence.checkConn(); err != nil {
-		_ = c.Conn.Close()
+		_ = c.Close()
 		return 0, err
 	}
 	return c.Conn.Write(b)
