@@ -276,54 +276,17 @@ func TestKillBetweenOrphanSteps(t *testing.T) {
 // and waits until it no longer is.
 func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 	s.t.Helper()
-	name := "freeze-" + s.ns
 	fin := samplev1alpha1.OrphanFinalizer
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{samplev1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
-							Resources: []string{"foos"},
-						},
-					},
-				}},
-			},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "controller", Expression: fmt.Sprintf("request.userInfo.username == %q", controllerUser),
-			}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("!(%q in oldObject.metadata.?finalizers.orValue([])) || %q in object.metadata.?finalizers.orValue([])", fin, fin),
-				Message:    "frozen by the test: the controller may not remove the orphan finalizer",
-			}},
+	remove := s.denyToController("freeze-", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{samplev1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+			Resources: []string{"foos"},
 		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": s.ns},
-			}},
-		},
-	}
-	vap := s.kube.AdmissionregistrationV1()
-	if _, err := vap.ValidatingAdmissionPolicies().Create(s.ctx, policy, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := vap.ValidatingAdmissionPolicyBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
-	remove := func() {
-		_ = vap.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = vap.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
-	}
-	s.t.Cleanup(remove)
+	}, admissionregistrationv1.Validation{
+		Expression: fmt.Sprintf("!(%q in oldObject.metadata.?finalizers.orValue([])) || %q in object.metadata.?finalizers.orValue([])", fin, fin),
+		Message:    "frozen by the test: the controller may not remove the orphan finalizer",
+	})
 
 	// A probe Foo, with the finalizer set by the admin: the policy is in
 	// force once the controller's user may not remove it (dry run).
@@ -578,28 +541,51 @@ func TestRenameWhileTheOldDeleteIsRefused(t *testing.T) {
 // does.
 func (s *scenario) denyDeploymentDeletes(probe string) (lift func()) {
 	s.t.Helper()
-	name := "nodelete-" + s.ns
+	remove := s.denyToController("nodelete-", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"},
+		},
+	}, admissionregistrationv1.Validation{
+		Expression: "false",
+		Message:    "refused by the test: the controller may not delete Deployments",
+	})
+
+	ctrlKube := clientFor(s.t, s.cl.ctrlKC)
+	denied := func() (bool, string) {
+		err := ctrlKube.AppsV1().Deployments(s.ns).Delete(s.ctx, probe, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run delete: %v", err)
+	}
+	s.eventually(30*time.Second, "the admission policy to be in force", denied)
+	return func() {
+		remove()
+		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
+			d, state := denied()
+			return !d, state
+		})
+	}
+}
+
+// denyToController installs a ValidatingAdmissionPolicy, named prefix and
+// the namespace, that applies validation to the requests rule matches from
+// the controller's user in this scenario's namespace, and nobody else's. It
+// is removed when the test ends; the returned func removes it sooner. The
+// policy takes a moment to be in force: callers probe for it.
+func (s *scenario) denyToController(prefix string, rule admissionregistrationv1.RuleWithOperations,
+	validation admissionregistrationv1.Validation) (remove func()) {
+	s.t.Helper()
+	name := prefix + s.ns
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"},
-						},
-					},
-				}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name: "controller", Expression: fmt.Sprintf("request.userInfo.username == %q", controllerUser),
 			}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "false",
-				Message:    "refused by the test: the controller may not delete Deployments",
-			}},
+			Validations: []admissionregistrationv1.Validation{validation},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -619,23 +605,10 @@ func (s *scenario) denyDeploymentDeletes(probe string) (lift func()) {
 	if _, err := vap.ValidatingAdmissionPolicyBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
-	remove := func() {
+	remove = func() {
 		_ = vap.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = vap.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
 	}
 	s.t.Cleanup(remove)
-
-	ctrlKube := clientFor(s.t, s.cl.ctrlKC)
-	denied := func() (bool, string) {
-		err := ctrlKube.AppsV1().Deployments(s.ns).Delete(s.ctx, probe, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run delete: %v", err)
-	}
-	s.eventually(30*time.Second, "the admission policy to be in force", denied)
-	return func() {
-		remove()
-		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
-			d, state := denied()
-			return !d, state
-		})
-	}
+	return remove
 }

@@ -83,6 +83,18 @@ func (s *scenario) waitLeading(id string, timeout time.Duration) {
 	s.eventually(timeout, id+" to lead", func() (bool, string) { return s.leaseHolder() == id, "held by " + s.leaseHolder() })
 }
 
+// startSlowLeader starts a controller with the lease-loss timings that
+// talks through a proxy adding 20 ms per chunk (so that a fault strikes
+// part-way through its burst), and waits until it leads.
+func (s *scenario) startSlowLeader() (p *process, id string, proxy *tcpProxy) {
+	s.t.Helper()
+	proxy = proxyToAPIServer(s.t, s.cl, 20*time.Millisecond)
+	p = s.startController(append(s.leaseArgs(), "-kubeconfig="+proxy.kubeconfigVia(s.t, s.cl.ctrlKC))...)
+	id = s.identityOf(p)
+	s.waitLeading(id, 30*time.Second)
+	return p, id, proxy
+}
+
 // writesBy returns the writes the process with identity id sent in the
 // scenario's namespace, received in [from, to), other than to the Lease
 // (a preconditioned update of the Lease can only succeed while we hold it).
@@ -181,10 +193,7 @@ func TestLeaseTakenByAnotherHolder(t *testing.T) {
 	s := newScenario(t)
 	const n = 150
 	names := s.createFoos("taken", n)
-	slowKC := proxyToAPIServer(t, s.cl, 20*time.Millisecond).kubeconfigVia(t, s.cl.ctrlKC)
-	a := s.startController(append(s.leaseArgs(), "-kubeconfig="+slowKC)...)
-	idA := s.identityOf(a)
-	s.waitLeading(idA, 30*time.Second)
+	a, idA, _ := s.startSlowLeader()
 	s.waitForDeployments(n/5, 2*time.Minute)
 
 	// The usurper renews every half second, as a leader would.
@@ -313,10 +322,7 @@ func TestHandOverAfterLeaseLoss(t *testing.T) {
 	const n = 150
 	names := s.createFoos("handover", n)
 	start := time.Now()
-	proxyA := proxyToAPIServer(t, s.cl, 20*time.Millisecond)
-	a := s.startController(append(s.leaseArgs(), "-kubeconfig="+proxyA.kubeconfigVia(t, s.cl.ctrlKC))...)
-	idA := s.identityOf(a)
-	s.waitLeading(idA, 30*time.Second)
+	a, idA, proxyA := s.startSlowLeader()
 	b := s.startController(s.leaseArgs()...)
 	idB := s.identityOf(b)
 
@@ -373,10 +379,7 @@ func TestFrozenLeader(t *testing.T) {
 	s := newScenario(t)
 	const n = 150
 	names := s.createFoos("frozen", n)
-	slowKC := proxyToAPIServer(t, s.cl, 20*time.Millisecond).kubeconfigVia(t, s.cl.ctrlKC)
-	a := s.startController(append(s.leaseArgs(), "-kubeconfig="+slowKC)...)
-	idA := s.identityOf(a)
-	s.waitLeading(idA, 30*time.Second)
+	a, idA, _ := s.startSlowLeader()
 	b := s.startController(s.leaseArgs()...)
 	idB := s.identityOf(b)
 
