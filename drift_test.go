@@ -2,7 +2,6 @@ package main
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -67,16 +66,9 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	rv := 1000
 	fight := func() {
 		t.Helper()
-		rv++
-		changed := dep.DeepCopy()
-		changed.ResourceVersion = strconv.Itoa(rv)
-		changed.Spec.Replicas = ptr.To[int32](7)
-		if err := f.deploymentIndexer.Update(changed); err != nil {
-			t.Fatal(err)
-		}
+		f.deploymentChanged(dep, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
 	}
 	applies := func() int {
 		n := 0
@@ -183,16 +175,9 @@ func TestAFightEnds(t *testing.T) {
 			f := newFixture(t).withFoo(foo).withDeployment(dep)
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
-			rv := 1000
 			scaledBySomeoneElse := func(owner *samplev1alpha1.Foo) {
 				t.Helper()
-				rv++
-				changed := ownedDeployment(owner)
-				changed.ResourceVersion = strconv.Itoa(rv)
-				changed.Spec.Replicas = ptr.To[int32](7)
-				if err := f.deploymentIndexer.Update(changed); err != nil {
-					t.Fatal(err)
-				}
+				f.deploymentChanged(ownedDeployment(owner), func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
 			}
 			for range correctionBurst + 1 {
 				scaledBySomeoneElse(foo)
@@ -256,16 +241,9 @@ func TestRefusedCorrectionsBackOff(t *testing.T) {
 	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, refusal
 	})
-	rv := 1000
 	last := 0
 	for i := range 4 * correctionBurst {
-		rv++
-		changed := dep.DeepCopy()
-		changed.ResourceVersion = strconv.Itoa(rv)
-		changed.Spec.Replicas = ptr.To[int32](7)
-		if err := f.deploymentIndexer.Update(changed); err != nil {
-			t.Fatal(err)
-		}
+		f.deploymentChanged(dep, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
 		c.workqueue.Add(keyOf(foo))
 		if !c.processNextWorkItem(ctx, ctx) {
 			t.Fatal("worker stopped")

@@ -57,6 +57,8 @@ type fixture struct {
 	fooIndexer, deploymentIndexer cache.Indexer
 	// clock is the controller's clock, at fixedNow until a test steps it.
 	clock *testingclock.FakeClock
+	// lastRV counts the watch events played by deploymentChanged.
+	lastRV int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -183,6 +185,21 @@ func (f *fixture) snapshotCaches() []runtime.Object {
 		out = append(out, d.DeepCopy())
 	}
 	return out
+}
+
+// deploymentChanged plays a watch event on the Deployment informer: dep,
+// changed by change (another writer, or the Deployment's own rollout), at
+// a resourceVersion newer than any before, so that it wins over our own
+// writes' copies in the MutationCache.
+func (f *fixture) deploymentChanged(dep *appsv1.Deployment, change func(*appsv1.Deployment)) {
+	f.t.Helper()
+	f.lastRV++
+	d := dep.DeepCopy()
+	d.ResourceVersion = strconv.Itoa(1000 + f.lastRV)
+	change(d)
+	if err := f.deploymentIndexer.Update(d); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func bumpRV(rv string) string {

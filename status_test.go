@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,17 +104,12 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	rv := 100
 	var last syncResult
 	step := func(updated, available int32) {
 		t.Helper()
-		rv++
-		d := dep.DeepCopy()
-		d.ResourceVersion = strconv.Itoa(rv)
-		d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = updated, available, available
-		if err := f.deploymentIndexer.Update(d); err != nil {
-			t.Fatal(err)
-		}
+		f.deploymentChanged(dep, func(d *appsv1.Deployment) {
+			d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = updated, available, available
+		})
 		var err error
 		if last, err = c.syncHandler(ctx, keyOf(foo)); err != nil {
 			t.Fatal(err)
