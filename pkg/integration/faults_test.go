@@ -277,17 +277,6 @@ func TestKillBetweenOrphanSteps(t *testing.T) {
 func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 	s.t.Helper()
 	fin := samplev1alpha1.OrphanFinalizer
-	remove := s.denyToController("freeze-", admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{samplev1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
-			Resources: []string{"foos"},
-		},
-	}, admissionregistrationv1.Validation{
-		Expression: fmt.Sprintf("!(%q in oldObject.metadata.?finalizers.orValue([])) || %q in object.metadata.?finalizers.orValue([])", fin, fin),
-		Message:    "frozen by the test: the controller may not remove the orphan finalizer",
-	})
-
 	// A probe Foo, with the finalizer set by the admin: the policy is in
 	// force once the controller's user may not remove it (dry run).
 	// (The Orphan policy, so that the controller keeps the finalizer too.)
@@ -302,13 +291,18 @@ func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run removal: %v", err)
 	}
-	s.eventually(30*time.Second, "the admission policy to be in force", denied)
+	lift := s.denyToController("freeze-", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{samplev1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+			Resources: []string{"foos"},
+		},
+	}, admissionregistrationv1.Validation{
+		Expression: fmt.Sprintf("!(%q in oldObject.metadata.?finalizers.orValue([])) || %q in object.metadata.?finalizers.orValue([])", fin, fin),
+		Message:    "frozen by the test: the controller may not remove the orphan finalizer",
+	}, denied)
 	return func() {
-		remove()
-		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
-			d, state := denied()
-			return !d, state
-		})
+		lift()
 		s.updateFoo("freeze-probe", func(f *samplev1alpha1.Foo) { f.Finalizers = nil })
 		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "freeze-probe", metav1.DeleteOptions{}); err != nil {
 			s.t.Fatal(err)
@@ -541,7 +535,12 @@ func TestRenameWhileTheOldDeleteIsRefused(t *testing.T) {
 // does.
 func (s *scenario) denyDeploymentDeletes(probe string) (lift func()) {
 	s.t.Helper()
-	remove := s.denyToController("nodelete-", admissionregistrationv1.RuleWithOperations{
+	ctrlKube := clientFor(s.t, s.cl.ctrlKC)
+	denied := func() (bool, string) {
+		err := ctrlKube.AppsV1().Deployments(s.ns).Delete(s.ctx, probe, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run delete: %v", err)
+	}
+	return s.denyToController("nodelete-", admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
 		Rule: admissionregistrationv1.Rule{
 			APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"},
@@ -549,30 +548,17 @@ func (s *scenario) denyDeploymentDeletes(probe string) (lift func()) {
 	}, admissionregistrationv1.Validation{
 		Expression: "false",
 		Message:    "refused by the test: the controller may not delete Deployments",
-	})
-
-	ctrlKube := clientFor(s.t, s.cl.ctrlKC)
-	denied := func() (bool, string) {
-		err := ctrlKube.AppsV1().Deployments(s.ns).Delete(s.ctx, probe, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run delete: %v", err)
-	}
-	s.eventually(30*time.Second, "the admission policy to be in force", denied)
-	return func() {
-		remove()
-		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
-			d, state := denied()
-			return !d, state
-		})
-	}
+	}, denied)
 }
 
 // denyToController installs a ValidatingAdmissionPolicy, named prefix and
 // the namespace, that applies validation to the requests rule matches from
-// the controller's user in this scenario's namespace, and nobody else's. It
-// is removed when the test ends; the returned func removes it sooner. The
-// policy takes a moment to be in force: callers probe for it.
+// the controller's user in this scenario's namespace, and nobody else's,
+// and waits until denied (a dry-run probe of such a request) says it is in
+// force. The returned func removes it and waits until denied says it is
+// lifted; it is removed when the test ends in any case.
 func (s *scenario) denyToController(prefix string, rule admissionregistrationv1.RuleWithOperations,
-	validation admissionregistrationv1.Validation) (remove func()) {
+	validation admissionregistrationv1.Validation, denied func() (bool, string)) (lift func()) {
 	s.t.Helper()
 	name := prefix + s.ns
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -605,10 +591,17 @@ func (s *scenario) denyToController(prefix string, rule admissionregistrationv1.
 	if _, err := vap.ValidatingAdmissionPolicyBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
-	remove = func() {
+	remove := func() {
 		_ = vap.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = vap.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
 	}
 	s.t.Cleanup(remove)
-	return remove
+	s.eventually(30*time.Second, "the admission policy to be in force", denied)
+	return func() {
+		remove()
+		s.eventually(30*time.Second, "the admission policy to be lifted", func() (bool, string) {
+			d, state := denied()
+			return !d, state
+		})
+	}
 }
