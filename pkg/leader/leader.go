@@ -137,19 +137,14 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 	var (
 		workMu     sync.Mutex
 		cancelWork context.CancelCauseFunc = func(error) {} // set when we start leading
-		isLost     bool
 	)
-	hasLost := func() bool {
-		workMu.Lock()
-		defer workMu.Unlock()
-		return isLost
-	}
+	// lock.lost is the one record of the loss: set first, so that work
+	// starting at the same moment sees it (see OnStartedLeading).
 	var lock *watchedLock
 	lose := func(why string) {
 		loseOnce.Do(func() {
 			lock.lost.Store(true)
 			workMu.Lock()
-			isLost = true
 			if c.Fence != nil {
 				c.Fence.close()
 			}
@@ -211,7 +206,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 				workCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 				workMu.Lock()
 				cancelWork = cancel
-				if isLost { // lost between acquiring and this callback
+				if lock.lost.Load() { // lost between acquiring and this callback
 					cancel(ErrLost)
 				}
 				workMu.Unlock()
@@ -237,7 +232,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(identity string) {
-				if identity != c.Identity && !hasLost() {
+				if identity != c.Identity && !lock.lost.Load() {
 					logger.Info("Another process leads; standing by", "leader", identity)
 				}
 			},
@@ -268,7 +263,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 		}
 		select {
 		case <-workDone:
-			if hasLost() {
+			if lock.lost.Load() {
 				break
 			}
 			// Work returned (a graceful stop, or an error of its own) and
@@ -340,14 +335,13 @@ type watchedLock struct {
 	onTaken func(holder string)
 	fence   *Fence
 	held    atomic.Bool // our last successful write named us as the holder
-	lost    atomic.Bool // onTaken was called
+	lost    atomic.Bool // leadership was lost (set by Run's lose)
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil && rec.HolderIdentity != l.Identity() && l.held.Swap(false) {
-		l.lost.Store(true)
-		l.onTaken(rec.HolderIdentity)
+		l.onTaken(rec.HolderIdentity) // marks it lost
 	}
 	return rec, raw, err
 }
