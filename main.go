@@ -175,7 +175,8 @@ func run(ctx context.Context, o options) (err error) {
 	if !o.leaderElectSet {
 		o.leaderElect = inCluster
 	}
-	metrics.Register(buildVersion())
+	version := buildVersion()
+	metrics.Register(version)
 
 	lc := o.lease
 	if lc.LeaseNamespace == "" {
@@ -202,7 +203,7 @@ func run(ctx context.Context, o options) (err error) {
 		cfg.WrapTransport = lc.Fence.WrapTransport
 		cfg.Dial = lc.Fence.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
-	logger.Info("Starting", "version", buildVersion(), "identity", identity, "leaderElection", o.leaderElect)
+	logger.Info("Starting", "version", version, "identity", identity, "leaderElection", o.leaderElect)
 
 	// Built-in types travel as protobuf: smaller and several times cheaper
 	// to decode than JSON, which matters for the Deployment watch and the
