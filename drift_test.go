@@ -1,15 +1,19 @@
 package main
 
 import (
+	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -259,4 +263,103 @@ func TestRefusedCorrectionsBackOff(t *testing.T) {
 		t.Errorf("after %d refused or held-back corrections the key has %d failures, want more than %d",
 			4*correctionBurst, last, correctionBurst)
 	}
+}
+
+// TestSyncPutsBackARekeyedPort: another writer changed the number of our
+// "http" port, so the entry holding the name is keyed differently and owned
+// by them. The API server refuses our apply (duplicate port name); the sync
+// removes the stray with a JSON patch and applies again, in one sync, with
+// one Event.
+func TestSyncPutsBackARekeyedPort(t *testing.T) {
+	foo := newFoo("a", 2)
+	foo.Spec.ContainerPort = ptr.To[int32](9090)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort = 7070
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refused := false
+	f.kubeclient.PrependReactor("patch", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		if a.(core.PatchAction).GetPatchType() != types.ApplyPatchType || refused {
+			return false, nil, nil
+		}
+		refused = true
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", field.ErrorList{
+			field.Duplicate(field.NewPath("spec", "template", "spec", "containers").Index(0).Child("ports").Index(1).Child("name"), "http"),
+		})
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{
+		"patch deployments a-deploy " + applyPatch,
+		"patch deployments a-deploy " + jsonPatch,
+		"patch deployments a-deploy " + applyPatch,
+	})
+	got, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != 9090 || p[0].Name != plan.PortName {
+		t.Errorf("ports after the sync: %+v", p)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Normal Updated Updated Deployment a-deploy: [containerPort]")
+}
+
+// TestSyncRemovesAnHTTPPortTheApplyLeaves: with spec.containerPort unset,
+// an "http" port someone else wrote is not removed by our apply (we do not
+// own it); the sync removes it with a JSON patch.
+func TestSyncRemovesAnHTTPPortTheApplyLeaves(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{
+		{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP},
+		{Name: plan.PortName, ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+	}
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{
+		"patch deployments a-deploy " + applyPatch,
+		"patch deployments a-deploy " + jsonPatch,
+	})
+	got, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].Name != "metrics" {
+		t.Errorf("ports after the sync: %+v, want only metrics", p)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Normal Updated Updated Deployment a-deploy: [containerPort]")
+}
+
+// TestSyncStrayPortPatchThatFailsItsTestIsTransient: the JSON patch's
+// "test" fails when our copy is behind, and the API server answers 422.
+// That is not the API server refusing the Deployment: no
+// DeploymentApplyFailed condition, just a retry.
+func TestSyncStrayPortPatchThatFailsItsTestIsTransient(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		if a.(core.PatchAction).GetPatchType() != types.JSONPatchType {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			`testing value /spec/template/spec/containers/0/ports/0/containerPort failed: test failed`, 0, false)
+	})
+	_, err := c.syncHandler(ctx, keyOf(foo))
+	if err == nil || isPermanent(err) {
+		t.Fatalf("got %v, want a transient error", err)
+	}
+	assertActions(t, "foos", f.client.Actions(), nil)
 }

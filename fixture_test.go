@@ -258,7 +258,7 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: plan.Labels(foo)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: plan.ContainerName, Image: plan.Image(foo),
+					Name: plan.ContainerName, Image: plan.Image(foo), Ports: ports(foo),
 				}}},
 			},
 		},
@@ -266,6 +266,15 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 			ObservedGeneration: 1, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
 		},
 	}
+}
+
+// ports are the container ports the API server holds for foo's
+// spec.containerPort.
+func ports(foo *samplev1alpha1.Foo) []corev1.ContainerPort {
+	if foo.Spec.ContainerPort == nil {
+		return nil
+	}
+	return []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: *foo.Spec.ContainerPort, Protocol: corev1.ProtocolTCP}}
 }
 
 func foreignDeployment(name string) *appsv1.Deployment {

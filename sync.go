@@ -176,7 +176,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		}
 		return plan.Observation{}, requeueAfter(fight.Wait), nil
 	}
-	updated, err := c.applyDeployment(ctx, foo)
+	updated, err := c.putBack(ctx, foo, dep)
 	if err != nil {
 		// The Deployment we failed to change still serves: if the API
 		// server refused the change, the status reports that Deployment
@@ -223,6 +223,54 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 	}
 	c.deployments.Mutation(trimmed(dep))
 	return dep, nil
+}
+
+// putBack applies foo's Deployment over dep, which has drifted. An apply
+// takes back every field we own, but it cannot remove a list entry that
+// another writer owns: when someone re-keyed our "http" port, the API
+// server refuses the apply (duplicate port name), or, with the port unset
+// on the Foo, accepts it and leaves theirs. Such strays are removed by a
+// JSON patch (see plan.StrayPortsPatch), and then the apply is sent again.
+func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
+	updated, err := c.applyDeployment(ctx, foo)
+	switch {
+	case err == nil && !slices.Contains(plan.Drift(foo, updated), "containerPort"):
+		return updated, nil
+	case err == nil:
+		return c.removeStrayPorts(ctx, foo, updated)
+	case !apierrors.IsInvalid(err):
+		return nil, err
+	}
+	if _, ok, _ := plan.StrayPortsPatch(foo, dep); !ok {
+		return nil, err // refused for another reason
+	}
+	if _, err := c.removeStrayPorts(ctx, foo, dep); err != nil {
+		return nil, err
+	}
+	return c.applyDeployment(ctx, foo)
+}
+
+// removeStrayPorts removes the "http" ports of dep that foo does not
+// declare, and returns dep as the API server then has it (dep itself when
+// there is nothing to remove).
+func (c *Controller) removeStrayPorts(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
+	patch, ok, err := plan.StrayPortsPatch(foo, dep)
+	if err != nil || !ok {
+		return dep, err
+	}
+	patched, err := c.kubeclientset.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: controllerName})
+	if err != nil {
+		// Not wrapped (%v): a failed "test" comes back as 422 Invalid, but
+		// it means only that our copy is behind; the watch brings the
+		// newer one. It is retried like any failed request, not reported
+		// as a refused Deployment.
+		return nil, fmt.Errorf("removing stray %q ports from Deployment %s: %v", plan.PortName, dep.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Removed ports another writer left under our port name",
+		"deployment", klog.KObj(patched))
+	c.deployments.Mutation(trimmed(patched))
+	return patched, nil
 }
 
 // prunedSpec is what a Foo declared when pruneDeployments last finished for

@@ -374,6 +374,8 @@ func TestInvalidFoosAreRejected(t *testing.T) {
 		{"image with :latest", spec("deploymentName", "d", "image", "nginx:latest"), "spec.image"},
 		{"image with whitespace", spec("deploymentName", "d", "image", "nginx 1.27"), "spec.image"},
 		{"empty image", spec("deploymentName", "d", "image", ""), "spec.image"},
+		{"containerPort 0", spec("deploymentName", "d", "containerPort", 0), "spec.containerPort"},
+		{"containerPort above 65535", spec("deploymentName", "d", "containerPort", 65536), "spec.containerPort"},
 		{"unknown field", spec("deploymentName", "d", "replicaz", 2), "spec.replicaz"},
 	}
 	for i, tc := range tests {

@@ -25,6 +25,10 @@ const (
 	// ContainerName is the name of the one container the controller manages
 	// in the pod template.
 	ContainerName = "app"
+	// PortName names the container port that spec.containerPort declares.
+	// In our container, the port of this name is ours, whoever wrote it:
+	// any other "http" port there is drift (see StrayPortsPatch).
+	PortName = "http"
 
 	// DefaultImage and DefaultReplicas mirror the CRD's defaults. The API
 	// server applies those defaults; these are used only if a Foo reaches
@@ -88,13 +92,25 @@ func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConf
 			WithTemplate(corev1apply.PodTemplateSpec().
 				WithLabels(Labels(foo)).
 				WithSpec(corev1apply.PodSpec().
-					WithContainers(corev1apply.Container().
-						WithName(ContainerName).
-						WithImage(Image(foo))))))
+					WithContainers(desiredContainer(foo)))))
+}
+
+// desiredContainer is the one container the controller declares.
+func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfiguration {
+	c := corev1apply.Container().WithName(ContainerName).WithImage(Image(foo))
+	if foo.Spec.ContainerPort != nil {
+		// Protocol is sent although TCP is its default: server-side apply
+		// keys container ports by containerPort and protocol, and a key
+		// must be complete.
+		c.WithPorts(corev1apply.ContainerPort().
+			WithName(PortName).WithContainerPort(*foo.Spec.ContainerPort).WithProtocol(corev1.ProtocolTCP))
+	}
+	return c
 }
 
 // Drift lists the owned fields in which dep differs from what foo wants, by
-// name ("replicas", "image", "labels", "template labels", "owner"). Empty
+// name ("replicas", "image", "containerPort", "labels", "template labels",
+// "owner"). Empty
 // means the controller has nothing to send. Fields the controller does not
 // own (added labels, annotations, other containers, defaults filled in by the
 // API server) are not compared.
@@ -105,6 +121,9 @@ func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 	}
 	if c := container(dep); c == nil || c.Image != Image(foo) {
 		drift = append(drift, "image")
+	}
+	if c := container(dep); c != nil && !portMatches(c, foo.Spec.ContainerPort) { // no container: "image" says so
+		drift = append(drift, "containerPort")
 	}
 	if !hasLabels(dep.Labels, Labels(foo)) {
 		drift = append(drift, "labels")
@@ -125,6 +144,29 @@ func container(dep *appsv1.Deployment) *corev1.Container {
 		}
 	}
 	return nil
+}
+
+// portMatches reports whether c's ports named PortName are exactly the one
+// want declares (nil: none). Ports of other names are not ours and are not
+// compared.
+func portMatches(c *corev1.Container, want *int32) bool {
+	found := false
+	for _, p := range c.Ports {
+		if p.Name != PortName {
+			continue
+		}
+		if found || want == nil || !isDesiredPort(p, *want) {
+			return false
+		}
+		found = true
+	}
+	return found == (want != nil)
+}
+
+// isDesiredPort reports whether p is the port spec.containerPort want
+// declares: same name and same server-side apply key (number and protocol).
+func isDesiredPort(p corev1.ContainerPort, want int32) bool {
+	return p.Name == PortName && p.ContainerPort == want && p.Protocol == corev1.ProtocolTCP
 }
 
 func hasLabels(have, want map[string]string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -66,6 +67,49 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 			{"op": "test", "path": path + "/uid", "value": ref.UID},
 			{"op": "remove", "path": path},
 		})
+		return patch, true, err
+	}
+	return nil, false, nil
+}
+
+// StrayPortsPatch returns a JSON patch that removes, from our container in
+// dep, every port named PortName other than the one foo declares, or
+// ok=false if there is none.
+//
+// Server-side apply cannot do this. It keys container ports by
+// containerPort and protocol, not by name: when another writer changes the
+// number of our "http" port (kubectl edit 8080 → 7070), the entry keyed 8080
+// is gone and a new one keyed 7070, owned by that writer, holds the name.
+// Our apply adds 8080 beside it, and the API server refuses the pair
+// (duplicate name); once our field manager owns nothing there, no apply of
+// ours can remove the stray. "test" operations guard every index: if the
+// lists changed since dep was read, the patch fails instead of removing the
+// wrong entry.
+func StrayPortsPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+	for ci, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		cpath := fmt.Sprintf("/spec/template/spec/containers/%d", ci)
+		ops := []map[string]any{{"op": "test", "path": cpath + "/name", "value": c.Name}}
+		// From the last to the first, so that each removal leaves the
+		// indexes still to come in place.
+		for pi := len(c.Ports) - 1; pi >= 0; pi-- {
+			p := c.Ports[pi]
+			if p.Name != PortName || (foo.Spec.ContainerPort != nil && isDesiredPort(p, *foo.Spec.ContainerPort)) {
+				continue
+			}
+			ppath := fmt.Sprintf("%s/ports/%d", cpath, pi)
+			ops = append(ops,
+				map[string]any{"op": "test", "path": ppath + "/name", "value": p.Name},
+				map[string]any{"op": "test", "path": ppath + "/containerPort", "value": p.ContainerPort},
+				map[string]any{"op": "test", "path": ppath + "/protocol", "value": p.Protocol},
+				map[string]any{"op": "remove", "path": ppath})
+		}
+		if len(ops) == 1 {
+			return nil, false, nil
+		}
+		patch, err = json.Marshal(ops)
 		return patch, true, err
 	}
 	return nil, false, nil

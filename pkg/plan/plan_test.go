@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,10 @@ func controllerRef(apiVersion, kind string, uid types.UID) metav1.OwnerReference
 // would return it after a complete rollout.
 func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 	r := Replicas(foo)
+	container := corev1.Container{Name: ContainerName, Image: Image(foo)}
+	if foo.Spec.ContainerPort != nil {
+		container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: *foo.Spec.ContainerPort, Protocol: corev1.ProtocolTCP}}
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, Generation: 1,
@@ -47,7 +52,7 @@ func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: Labels(foo)},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: Image(foo)}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
 			},
 		},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r},
@@ -152,6 +157,137 @@ func TestDrift(t *testing.T) {
 	}
 }
 
+// TestDriftContainerPort: the "http" port of our container is compared by
+// its whole server-side apply key (number and protocol) and its name, set
+// or unset; ports of other names are someone else's.
+func TestDriftContainerPort(t *testing.T) {
+	http := func(n int32) corev1.ContainerPort {
+		return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
+	}
+	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
+	udp := http(8080)
+	udp.Protocol = corev1.ProtocolUDP
+	renamed := http(8080)
+	renamed.Name = "web"
+	tests := []struct {
+		name  string
+		want  *int32 // spec.containerPort
+		ports []corev1.ContainerPort
+		drift bool
+	}{
+		{"as declared", ptr.To[int32](8080), []corev1.ContainerPort{http(8080)}, false},
+		{"beside someone else's port", ptr.To[int32](8080), []corev1.ContainerPort{metrics, http(8080)}, false},
+		{"number changed", ptr.To[int32](8080), []corev1.ContainerPort{http(7070)}, true},
+		{"protocol changed", ptr.To[int32](8080), []corev1.ContainerPort{udp}, true},
+		{"renamed", ptr.To[int32](8080), []corev1.ContainerPort{renamed}, true},
+		{"missing", ptr.To[int32](8080), nil, true},
+		{"a second http port", ptr.To[int32](8080), []corev1.ContainerPort{http(8080), http(7070)}, true},
+		{"unset, none", nil, nil, false},
+		{"unset, someone else's port", nil, []corev1.ContainerPort{metrics}, false},
+		{"unset, http still there", nil, []corev1.ContainerPort{http(8080)}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := testFoo()
+			foo.Spec.ContainerPort = tc.want
+			d := rolledOut(foo)
+			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
+			got := Drift(foo, d)
+			if want := []string(nil); tc.drift {
+				want = []string{"containerPort"}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("got %q, want %q", got, want)
+				}
+			} else if got != nil {
+				t.Errorf("got %q, want none", got)
+			}
+		})
+	}
+}
+
+// TestStrayPortsPatch: the patch removes every "http" port of our
+// container except the declared one, and nothing else; and it fails rather
+// than remove the wrong entry when the lists have changed since.
+func TestStrayPortsPatch(t *testing.T) {
+	http := func(n int32) corev1.ContainerPort {
+		return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
+	}
+	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
+	side := corev1.Container{Name: "side", Image: "b:1", Ports: []corev1.ContainerPort{http(80)}}
+	tests := []struct {
+		name       string
+		want       *int32
+		containers func(ours corev1.Container) []corev1.Container
+		ports      []corev1.ContainerPort
+		wantOK     bool
+		after      []corev1.ContainerPort
+	}{
+		{"as declared", ptr.To[int32](8080), nil, []corev1.ContainerPort{http(8080)}, false, nil},
+		{"re-keyed by another writer", ptr.To[int32](9090), nil,
+			[]corev1.ContainerPort{metrics, http(7070)}, true, []corev1.ContainerPort{metrics}},
+		{"ours kept, the stray removed", ptr.To[int32](9090), nil,
+			[]corev1.ContainerPort{http(7070), metrics, http(9090)}, true, []corev1.ContainerPort{metrics, http(9090)}},
+		{"unset", nil, nil, []corev1.ContainerPort{http(8080), metrics}, true, []corev1.ContainerPort{metrics}},
+		{"unset, none of ours", nil, nil, []corev1.ContainerPort{metrics}, false, nil},
+		{"our container second; another container's http is not ours", nil,
+			func(ours corev1.Container) []corev1.Container { return []corev1.Container{side, ours} },
+			[]corev1.ContainerPort{http(8080)}, true, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := testFoo()
+			foo.Spec.ContainerPort = tc.want
+			d := rolledOut(foo)
+			ours := d.Spec.Template.Spec.Containers[0]
+			ours.Ports = tc.ports
+			d.Spec.Template.Spec.Containers = []corev1.Container{ours}
+			if tc.containers != nil {
+				d.Spec.Template.Spec.Containers = tc.containers(ours)
+			}
+			patch, ok, err := StrayPortsPatch(foo, d)
+			if err != nil || ok != tc.wantOK {
+				t.Fatalf("ok %v err %v", ok, err)
+			}
+			if !ok {
+				return
+			}
+			got := applyJSONPatch(t, d, patch)
+			for _, c := range got.Spec.Template.Spec.Containers {
+				switch c.Name {
+				case ContainerName:
+					if len(c.Ports)+len(tc.after) > 0 && !reflect.DeepEqual(c.Ports, tc.after) {
+						t.Errorf("ports after the patch: %+v, want %+v", c.Ports, tc.after)
+					}
+					// What is left is for the apply to add, if anything.
+					missing := tc.want != nil && !slices.Contains(c.Ports, http(*tc.want))
+					if drifts := slices.Contains(Drift(foo, got), "containerPort"); drifts != missing {
+						t.Errorf("after the patch: drift %v, want %v", Drift(foo, got), missing)
+					}
+				default:
+					if !reflect.DeepEqual(c.Ports, side.Ports) {
+						t.Errorf("container %s changed: %+v", c.Name, c.Ports)
+					}
+				}
+			}
+
+			// If the port list changed meanwhile, a test op makes the
+			// patch fail rather than remove another entry.
+			moved := d.DeepCopy()
+			for i := range moved.Spec.Template.Spec.Containers {
+				c := &moved.Spec.Template.Spec.Containers[i]
+				if c.Name == ContainerName {
+					c.Ports = append([]corev1.ContainerPort{metrics}, c.Ports...)
+				}
+			}
+			raw, _ := json.Marshal(moved)
+			p, _ := jsonpatch.DecodePatch(patch)
+			if _, err := p.Apply(raw); err == nil {
+				t.Error("patch applied to a changed port list")
+			}
+		})
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	foo := testFoo()
 	foo.Spec.Replicas = nil
@@ -190,9 +326,34 @@ func TestDesiredDeployment(t *testing.T) {
 	if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, map[string]string{FooUIDLabel: "uid-a"}) {
 		t.Errorf("selector: %v", d.Spec.Selector.MatchLabels)
 	}
+	if p := d.Spec.Template.Spec.Containers[0].Ports; len(p) != 0 {
+		t.Errorf("ports without spec.containerPort: %+v", p)
+	}
 	// Only owned fields: nothing the API server defaults.
 	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Spec.RestartPolicy != "" {
 		t.Errorf("declares fields it does not own: %s", raw)
+	}
+}
+
+func TestDesiredDeploymentContainerPort(t *testing.T) {
+	foo := testFoo()
+	foo.Spec.ContainerPort = ptr.To[int32](8080)
+	raw, err := json.Marshal(DesiredDeployment(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	// The protocol is sent: it is half of the key server-side apply
+	// merges container ports by.
+	want := []corev1.ContainerPort{{Name: PortName, ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	if p := d.Spec.Template.Spec.Containers[0].Ports; !reflect.DeepEqual(p, want) {
+		t.Errorf("ports: %+v, want %+v", p, want)
+	}
+	if drift := Drift(foo, &d); len(drift) != 0 {
+		t.Errorf("desired Deployment drifts from the Foo: %v", drift)
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 // Foo returns a random Foo in namespace that the CRD's schema accepts
 // (artifacts/examples/crd.yaml), with a UID and a generation as if stored.
 // Edge values (no replicas, 0 and 100 replicas, an image without a tag, no
-// image, names of the maximum length) come up often, not once in millions.
+// image, no container port, ports 1 and 65535, names of the maximum length)
+// come up often, not once in millions.
 //
 // Replicas and image may be unset, as in a Foo stored before the CRD had
 // defaults: the controller must handle those too.
@@ -54,6 +55,13 @@ func Foo(r *rand.Rand, namespace string) *samplev1alpha1.Foo {
 		foo.Spec.Replicas = ptr.To[int32](100)
 	default:
 		foo.Spec.Replicas = ptr.To(r.Int32N(101))
+	}
+	switch r.IntN(4) {
+	case 0, 1: // unset
+	case 2:
+		foo.Spec.ContainerPort = ptr.To(oneOf[int32](r, 1, 65535))
+	default:
+		foo.Spec.ContainerPort = ptr.To(1 + r.Int32N(65535))
 	}
 	return foo
 }
@@ -214,6 +222,11 @@ func DeploymentDefaults(dep *appsv1.Deployment) {
 		}
 		if c.TerminationMessagePolicy == "" {
 			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
+		for j := range c.Ports {
+			if c.Ports[j].Protocol == "" {
+				c.Ports[j].Protocol = corev1.ProtocolTCP
+			}
 		}
 		if c.ImagePullPolicy == "" {
 			c.ImagePullPolicy = pullPolicy(c.Image)

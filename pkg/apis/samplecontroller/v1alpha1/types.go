@@ -15,6 +15,7 @@ import (
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.spec.containerPort`,priority=1
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -79,6 +80,16 @@ type FooSpec struct {
 	// +kubebuilder:validation:Pattern=`^\S+$`
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith(':latest')",message="image must be pinned: the mutable ':latest' tag is not allowed"
 	Image string `json:"image,omitempty"`
+
+	// ContainerPort is the TCP port the container listens on. The controller
+	// declares it in the pod template as the container port named "http",
+	// so a Service can target it by name (targetPort: http). Unset: the
+	// controller declares no port, and removes the "http" port it declared.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ContainerPort *int32 `json:"containerPort,omitempty"`
 
 	// DeletionPolicy is what happens to the Deployment when the Foo is
 	// deleted: Delete (the default) or Orphan (keep it, without an owner).

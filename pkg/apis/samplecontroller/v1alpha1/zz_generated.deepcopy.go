@@ -95,6 +95,11 @@ func (in *FooSpec) DeepCopyInto(out *FooSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ContainerPort != nil {
+		in, out := &in.ContainerPort, &out.ContainerPort
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

@@ -37,6 +37,11 @@ type FooSpecApplyConfiguration struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Image is the container image the Deployment's pods run.
 	Image *string `json:"image,omitempty"`
+	// ContainerPort is the TCP port the container listens on. The controller
+	// declares it in the pod template as the container port named "http",
+	// so a Service can target it by name (targetPort: http). Unset: the
+	// controller declares no port, and removes the "http" port it declared.
+	ContainerPort *int32 `json:"containerPort,omitempty"`
 	// DeletionPolicy is what happens to the Deployment when the Foo is
 	// deleted: Delete (the default) or Orphan (keep it, without an owner).
 	DeletionPolicy *samplecontrollerv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -69,6 +74,14 @@ func (b *FooSpecApplyConfiguration) WithReplicas(value int32) *FooSpecApplyConfi
 // If called multiple times, the Image field is set to the value of the last call.
 func (b *FooSpecApplyConfiguration) WithImage(value string) *FooSpecApplyConfiguration {
 	b.Image = &value
+	return b
+}
+
+// WithContainerPort sets the ContainerPort field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ContainerPort field is set to the value of the last call.
+func (b *FooSpecApplyConfiguration) WithContainerPort(value int32) *FooSpecApplyConfiguration {
+	b.ContainerPort = &value
 	return b
 }
 
