@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -313,8 +314,13 @@ func (c *soak) create(ctx context.Context) (string, error) {
 	foo := newFoo(name, name, replicas)
 	foo.Spec.Image = image
 	foo.Spec.DeletionPolicy = policy
+	port := "none"
+	if c.rng.IntN(2) == 0 {
+		foo.Spec.ContainerPort = ptr.To[int32](8080)
+		port = "8080"
+	}
 	_, err := c.s.foos.SamplecontrollerV1alpha1().Foos(c.s.ns).Create(ctx, foo, metav1.CreateOptions{FieldManager: "chaos-user"})
-	return fmt.Sprintf("%s replicas=%d image=%s policy=%s", name, replicas, image, policy), err
+	return fmt.Sprintf("%s replicas=%d image=%s policy=%s containerPort=%s", name, replicas, image, policy, port), err
 }
 
 func (c *soak) setImage(ctx context.Context) (string, error) {
@@ -399,10 +405,11 @@ func (c *soak) deleteFoo(ctx context.Context) (string, error) {
 
 // editDeployment changes a field the controller owns, as `kubectl edit`
 // would (an update under another field manager): replicas, the image, or
-// the managed-by label.
+// the managed-by label, or the container's ports (an "http" port keyed
+// 7070, which server-side apply alone cannot take back).
 func (c *soak) editDeployment(ctx context.Context) (string, error) {
 	f := c.target()
-	what := c.rng.IntN(3)
+	what := c.rng.IntN(4)
 	replicas := int32(c.rng.IntN(6))
 	var detail string
 	switch what {
@@ -410,6 +417,8 @@ func (c *soak) editDeployment(ctx context.Context) (string, error) {
 		detail = fmt.Sprintf("%s replicas=%d", f.deployment, replicas)
 	case 1:
 		detail = f.deployment + " image=httpd:2.4"
+	case 2:
+		detail = f.deployment + " ports=[http:7070]"
 	default:
 		detail = fmt.Sprintf("%s label %s=someone-else", f.deployment, plan.ManagedByLabel)
 	}
@@ -426,6 +435,12 @@ func (c *soak) editDeployment(ctx context.Context) (string, error) {
 			return detail, errors.New("the Deployment has no container")
 		}
 		dep.Spec.Template.Spec.Containers[0].Image = "httpd:2.4"
+	case 2:
+		if len(dep.Spec.Template.Spec.Containers) == 0 {
+			return detail, errors.New("the Deployment has no container")
+		}
+		dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{
+			{Name: plan.PortName, ContainerPort: 7070, Protocol: corev1.ProtocolTCP}}
 	default:
 		if dep.Labels == nil {
 			dep.Labels = map[string]string{}
