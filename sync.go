@@ -230,31 +230,32 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 // another writer owns: when someone re-keyed our "http" port, the API
 // server refuses the apply (duplicate port name), or, with the port unset
 // on the Foo, accepts it and leaves theirs. Such strays are removed by a
-// JSON patch (see plan.StrayPortsPatch), and then the apply is sent again.
+// JSON patch (see plan.StrayEntriesPatch), and the apply is sent again if it
+// was refused.
 func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	updated, err := c.applyDeployment(ctx, foo)
 	switch {
-	case err == nil && !slices.Contains(plan.Drift(foo, updated), "containerPort"):
+	case err == nil && len(plan.Drift(foo, updated)) == 0:
 		return updated, nil
 	case err == nil:
-		return c.removeStrayPorts(ctx, foo, updated)
+		return c.removeStrays(ctx, foo, updated)
 	case !apierrors.IsInvalid(err):
 		return nil, err
 	}
-	if _, ok, _ := plan.StrayPortsPatch(foo, dep); !ok {
+	if _, ok, _ := plan.StrayEntriesPatch(foo, dep); !ok {
 		return nil, err // refused for another reason
 	}
-	if _, err := c.removeStrayPorts(ctx, foo, dep); err != nil {
+	if _, err := c.removeStrays(ctx, foo, dep); err != nil {
 		return nil, err
 	}
 	return c.applyDeployment(ctx, foo)
 }
 
-// removeStrayPorts removes the "http" ports of dep that foo does not
-// declare, and returns dep as the API server then has it (dep itself when
-// there is nothing to remove).
-func (c *Controller) removeStrayPorts(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
-	patch, ok, err := plan.StrayPortsPatch(foo, dep)
+// removeStrays removes the list entries of dep that foo does not declare and
+// that are ours to keep absent, and returns dep as the API server then has
+// it (dep itself when there is nothing to remove).
+func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
+	patch, ok, err := plan.StrayEntriesPatch(foo, dep)
 	if err != nil || !ok {
 		return dep, err
 	}
@@ -265,10 +266,9 @@ func (c *Controller) removeStrayPorts(ctx context.Context, foo *samplev1alpha1.F
 		// it means only that our copy is behind; the watch brings the
 		// newer one. It is retried like any failed request, not reported
 		// as a refused Deployment.
-		return nil, fmt.Errorf("removing stray %q ports from Deployment %s: %v", plan.PortName, dep.Name, err)
+		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %v", dep.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Removed ports another writer left under our port name",
-		"deployment", klog.KObj(patched))
+	klog.FromContext(ctx).V(2).Info("Removed entries another writer left in our container", "deployment", klog.KObj(patched))
 	c.deployments.Mutation(trimmed(patched))
 	return patched, nil
 }

@@ -94,7 +94,106 @@ for md in files:
         if name not in funcs and name not in field_names:
             print(f"{md}: names missing {name}")
             bad += 1
+
+# Code quoted from the repository must still be there. A fenced block right
+# after a "<!-- quote: PATH -->" line is a quote of PATH: its lines must
+# appear in PATH in order and next to each other, compared without leading
+# and trailing whitespace, except where a line "// …" (or "# …") marks an
+# elision. A Go block must be a quote, or say "<!-- example -->" to be
+# taken as new code that exists nowhere yet. So a page cannot go on
+# showing code that has changed or gone.
+def quote_fragments(block):
+    frags, cur = [], []
+    for line in block:
+        if line.strip() in ("// …", "# …", "…"):
+            frags.append(cur)
+            cur = []
+        else:
+            cur.append(line.strip())
+    frags.append(cur)
+    return [f for f in frags if f]
+
+def find_in_order(frags, lines):
+    pos = 0
+    for frag in frags:
+        for i in range(pos, len(lines) - len(frag) + 1):
+            if lines[i:i + len(frag)] == frag:
+                pos = i + len(frag)
+                break
+        else:
+            return frag
+    return None
+
+quotes = 0
+for md in files:
+    lines = open(md, encoding="utf-8").read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)```(\w*)", lines[i])
+        if not m:
+            i += 1
+            continue
+        lang, start = m.group(2), i
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith("```"):
+            j += 1
+        block = lines[start + 1:j]
+        prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
+        q = re.match(r"^<!-- quote: (\S+) -->$", prev)
+        if q:
+            src = q.group(1)
+            if not os.path.isfile(src):
+                print(f"{md}:{start + 1}: quotes missing file {src}")
+                bad += 1
+            else:
+                have = [l.strip() for l in open(src, encoding="utf-8").read().split("\n")]
+                missing = find_in_order(quote_fragments(block), have)
+                if missing is not None:
+                    print(f"{md}:{start + 1}: quote no longer in {src}; first line not found in order: {missing[0]!r}")
+                    bad += 1
+                quotes += 1
+        elif lang == "go" and prev != "<!-- example -->":
+            print(f"{md}:{start + 1}: a Go block must be a quote (<!-- quote: PATH -->) or an <!-- example -->")
+            bad += 1
+        # Commands in shell blocks must name scripts and make targets that exist.
+        if lang in ("sh", "console", "bash"):
+            targets = set(re.findall(r"^([\w-]+):", open("Makefile", encoding="utf-8").read(), re.M))
+            for line in block:
+                cmd = line[2:] if lang == "console" and line.startswith("$ ") else line
+                if lang == "console" and not line.startswith("$ "):
+                    continue
+                for script in re.findall(r"(?<![\w/.])(hack/[\w./-]+\.(?:sh|py))", cmd):
+                    if not os.path.isfile(script):
+                        print(f"{md}:{start + 1}: runs missing {script}")
+                        bad += 1
+                for t in re.findall(r"\bmake((?: [\w-]+(?=\s|$))+)", cmd):
+                    for target in t.split():
+                        if "=" not in target and target not in targets:
+                            print(f"{md}:{start + 1}: runs missing make target {target}")
+                            bad += 1
+        i = j + 1
+
+# Log excerpts must come from the code as it is: in a klog line
+# `file.go:NN] "Message"`, when file.go is one of ours, the message must
+# still be logged in that file (the line number is the capture's, and is
+# not checked). This catches excerpts from before a file was split.
+ours = {}
+for g in go_files:
+    if g.endswith("_test.go") or g.startswith("pkg/generated/") or os.path.basename(g).startswith("zz_generated"):
+        continue
+    ours.setdefault(os.path.basename(g), []).append(g)
+for md in files:
+    for n, line in enumerate(open(md, encoding="utf-8"), 1):
+        for base, msg in re.findall(r"\b([a-z_]+\.go):\d+\] \"((?:[^\"\\]|\\.)*)\"", line):
+            if base not in ours:
+                continue  # client-go's own (reflector.go, round_trippers.go, ...)
+            lit = '"' + msg + '"'
+            if not any(lit in open(g, encoding="utf-8").read() for g in ours[base]):
+                print(f"{md}:{n}: log line from {base} with a message it no longer logs: {msg}")
+                bad += 1
+
 if bad:
+    sys.stdout.flush()
     sys.exit(f"verify-docs: {bad} broken reference(s)")
-print(f"verify-docs: {len(files)} Markdown files, all relative links and code references resolve")
+print(f"verify-docs: {len(files)} Markdown files, all relative links and code references resolve, {quotes} quoted snippets match")
 PY

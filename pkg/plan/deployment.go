@@ -27,7 +27,7 @@ const (
 	ContainerName = "app"
 	// PortName names the container port that spec.containerPort declares.
 	// In our container, the port of this name is ours, whoever wrote it:
-	// any other "http" port there is drift (see StrayPortsPatch).
+	// any other "http" port there is drift (see StrayEntriesPatch).
 	PortName = "http"
 
 	// DefaultImage and DefaultReplicas mirror the CRD's defaults. The API

@@ -3,9 +3,11 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -72,40 +74,26 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 	return nil, false, nil
 }
 
-// StrayPortsPatch returns a JSON patch that removes, from our container in
-// dep, every port named PortName other than the one foo declares, or
-// ok=false if there is none.
+// StrayEntriesPatch returns a JSON patch that removes, from our container
+// in dep, every list entry that foo does not declare but that is ours to
+// keep absent, or ok=false if there is none. Today that is each port named
+// PortName other than the one foo declares (see strayPorts). A list field
+// of our container whose entries the controller owns adds its own finder
+// here.
 //
-// Server-side apply cannot do this. It keys container ports by
-// containerPort and protocol, not by name: when another writer changes the
-// number of our "http" port (kubectl edit 8080 → 7070), the entry keyed 8080
-// is gone and a new one keyed 7070, owned by that writer, holds the name.
-// Our apply adds 8080 beside it, and the API server refuses the pair
-// (duplicate name); once our field manager owns nothing there, no apply of
-// ours can remove the stray. "test" operations guard every index: if the
-// lists changed since dep was read, the patch fails instead of removing the
-// wrong entry.
-func StrayPortsPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+// Server-side apply cannot remove these when another writer owns them:
+// applying a list removes only the entries our field manager owned and no
+// longer declares. "test" operations guard every index: if the lists
+// changed since dep was read, the patch fails instead of removing the wrong
+// entry.
+func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
 	for ci, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name != ContainerName {
 			continue
 		}
 		cpath := fmt.Sprintf("/spec/template/spec/containers/%d", ci)
 		ops := []map[string]any{{"op": "test", "path": cpath + "/name", "value": c.Name}}
-		// From the last to the first, so that each removal leaves the
-		// indexes still to come in place.
-		for pi := len(c.Ports) - 1; pi >= 0; pi-- {
-			p := c.Ports[pi]
-			if p.Name != PortName || (foo.Spec.ContainerPort != nil && isDesiredPort(p, *foo.Spec.ContainerPort)) {
-				continue
-			}
-			ppath := fmt.Sprintf("%s/ports/%d", cpath, pi)
-			ops = append(ops,
-				map[string]any{"op": "test", "path": ppath + "/name", "value": p.Name},
-				map[string]any{"op": "test", "path": ppath + "/containerPort", "value": p.ContainerPort},
-				map[string]any{"op": "test", "path": ppath + "/protocol", "value": p.Protocol},
-				map[string]any{"op": "remove", "path": ppath})
-		}
+		ops = append(ops, removals(cpath+"/ports", strayPorts(foo, &c))...)
 		if len(ops) == 1 {
 			return nil, false, nil
 		}
@@ -113,4 +101,46 @@ func StrayPortsPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []b
 		return patch, true, err
 	}
 	return nil, false, nil
+}
+
+// stray is an entry to remove from a list: its index, and the values that
+// identify it, each checked by a "test" before the removal.
+type stray struct {
+	index int
+	is    map[string]any
+}
+
+// removals are the JSON patch operations that remove strays from the list
+// at path, last first, so that each removal leaves the indexes still to
+// come in place.
+func removals(path string, strays []stray) []map[string]any {
+	var ops []map[string]any
+	for i := len(strays) - 1; i >= 0; i-- {
+		entry := fmt.Sprintf("%s/%d", path, strays[i].index)
+		for _, field := range slices.Sorted(maps.Keys(strays[i].is)) {
+			ops = append(ops, map[string]any{"op": "test", "path": entry + "/" + field, "value": strays[i].is[field]})
+		}
+		ops = append(ops, map[string]any{"op": "remove", "path": entry})
+	}
+	return ops
+}
+
+// strayPorts are the ports of c named PortName other than the one foo
+// declares. Server-side apply keys container ports by containerPort and
+// protocol, not by name: when another writer changes the number of our
+// "http" port (kubectl edit 8080 → 7070), the entry keyed 8080 is gone and
+// a new one keyed 7070, owned by that writer, holds the name. Our apply
+// adds 8080 beside it and the API server refuses the pair (duplicate
+// name); no apply of ours can remove the stray.
+func strayPorts(foo *samplev1alpha1.Foo, c *corev1.Container) []stray {
+	var out []stray
+	for i, p := range c.Ports {
+		if p.Name != PortName || (foo.Spec.ContainerPort != nil && isDesiredPort(p, *foo.Spec.ContainerPort)) {
+			continue
+		}
+		out = append(out, stray{index: i, is: map[string]any{
+			"name": p.Name, "containerPort": p.ContainerPort, "protocol": p.Protocol,
+		}})
+	}
+	return out
 }

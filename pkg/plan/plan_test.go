@@ -205,10 +205,10 @@ func TestDriftContainerPort(t *testing.T) {
 	}
 }
 
-// TestStrayPortsPatch: the patch removes every "http" port of our
+// TestStrayEntriesPatch: the patch removes every "http" port of our
 // container except the declared one, and nothing else; and it fails rather
 // than remove the wrong entry when the lists have changed since.
-func TestStrayPortsPatch(t *testing.T) {
+func TestStrayEntriesPatch(t *testing.T) {
 	http := func(n int32) corev1.ContainerPort {
 		return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
 	}
@@ -244,7 +244,7 @@ func TestStrayPortsPatch(t *testing.T) {
 			if tc.containers != nil {
 				d.Spec.Template.Spec.Containers = tc.containers(ours)
 			}
-			patch, ok, err := StrayPortsPatch(foo, d)
+			patch, ok, err := StrayEntriesPatch(foo, d)
 			if err != nil || ok != tc.wantOK {
 				t.Fatalf("ok %v err %v", ok, err)
 			}
