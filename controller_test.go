@@ -20,6 +20,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 func TestSyncTransientErrors(t *testing.T) {
@@ -96,6 +97,39 @@ func TestWorkerRecoversPanic(t *testing.T) {
 	}
 	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 1 {
 		t.Errorf("a panicking key must be retried with backoff: requeues %d", n)
+	}
+}
+
+// TestWorkerCountsEachResult: every sync is counted in
+// foo_controller_reconcile_total under its result, a panic included.
+func TestWorkerCountsEachResult(t *testing.T) {
+	deployments := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for _, tc := range []struct {
+		result string
+		apply  func() error // what applying the Deployment does; nil: it succeeds
+	}{
+		{metrics.ResultSuccess, nil},
+		{metrics.ResultConflict, func() error { return apierrors.NewConflict(deployments, "a-deploy", errors.New("stale")) }},
+		{metrics.ResultError, func() error { return apierrors.NewInternalError(errors.New("etcd is sad")) }},
+		{metrics.ResultPanic, func() error { panic("boom") }},
+	} {
+		t.Run(tc.result, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			f := newFixture(t).withFoo(foo)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			if tc.apply != nil {
+				f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.apply()
+				})
+			}
+			before := counterValue(t, "foo_controller_reconcile_total", "result="+tc.result)
+			c.workqueue.Add(keyOf(foo))
+			c.processNextWorkItem(ctx, ctx)
+			if got := counterValue(t, "foo_controller_reconcile_total", "result="+tc.result) - before; got != 1 {
+				t.Errorf("reconcile_total{result=%q} went up by %v, want 1", tc.result, got)
+			}
+		})
 	}
 }
 
