@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -218,5 +222,43 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	k8sI.WaitForCacheSync(cctx.Done())
 	if !c.HasSynced() {
 		t.Error("not synced after both caches synced")
+	}
+}
+
+// TestCheckAPIExplainsWhatIsMissing: at start, a missing CRD or a missing
+// permission to list what the informers watch is one clear error (main
+// prints it and exits 1), not informers retrying forever.
+func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
+	const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
+	for _, tc := range []struct{ refused, want string }{
+		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
+		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
+		{"/apis/apps/v1/deployments", "cannot list deployments (does the controller's identity have RBAC permission"},
+		{"nothing", ""},
+	} {
+		t.Run(tc.refused, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch r.URL.Path {
+				case tc.refused:
+					w.WriteHeader(http.StatusForbidden)
+					_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`))
+				case "/version":
+					_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
+				case fooGV:
+					_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1",` +
+						`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
+				case fooGV + "/foos":
+					_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
+				default:
+					_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
+				}
+			}))
+			defer srv.Close()
+			err := checkAPI(t.Context(), &rest.Config{Host: srv.URL}, "")
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }
