@@ -225,15 +225,17 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	}
 }
 
-// TestCheckAPIExplainsWhatIsMissing: at start, a missing CRD or a missing
-// permission to list what the informers watch is one clear error (main
-// prints it and exits 1), not informers retrying forever.
+// TestCheckAPIExplainsWhatIsMissing: at start, an unreachable API server, a
+// missing CRD or a missing permission to list what the informers watch is
+// one clear error (main prints it and exits 1), not informers retrying
+// forever.
 func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 	const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
 	for _, tc := range []struct{ refused, want string }{
 		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
 		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
 		{"/apis/apps/v1/deployments", "cannot list deployments (does the controller's identity have RBAC permission"},
+		{"everything", "cannot reach the API server at http://"},
 		{"nothing", ""},
 	} {
 		t.Run(tc.refused, func(t *testing.T) {
@@ -254,11 +256,28 @@ func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 					_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
 				}
 			}))
+			host := srv.URL
+			if tc.refused == "everything" {
+				srv.Close() // nothing listens there any more
+			}
 			defer srv.Close()
-			err := checkAPI(t.Context(), &rest.Config{Host: srv.URL}, "")
+			err := checkAPI(t.Context(), &rest.Config{Host: host}, "")
 			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBadFlagsAreRefused: a flag value the controller cannot run with is an
+// error from parseFlags (main prints it and exits 2), not a default.
+func TestBadFlagsAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-workers=0"}, {"-kube-api-qps=0"}, {"-kube-api-burst=0"}, {"-resync-period=-1s"},
+		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) accepted it", args)
+		}
 	}
 }
