@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -20,6 +24,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 func TestSyncTransientErrors(t *testing.T) {
@@ -96,6 +101,39 @@ func TestWorkerRecoversPanic(t *testing.T) {
 	}
 	if n := c.workqueue.NumRequeues(keyOf(foo)); n != 1 {
 		t.Errorf("a panicking key must be retried with backoff: requeues %d", n)
+	}
+}
+
+// TestWorkerCountsEachResult: every sync is counted in
+// foo_controller_reconcile_total under its result, a panic included.
+func TestWorkerCountsEachResult(t *testing.T) {
+	deployments := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for _, tc := range []struct {
+		result string
+		apply  func() error // what applying the Deployment does; nil: it succeeds
+	}{
+		{metrics.ResultSuccess, nil},
+		{metrics.ResultConflict, func() error { return apierrors.NewConflict(deployments, "a-deploy", errors.New("stale")) }},
+		{metrics.ResultError, func() error { return apierrors.NewInternalError(errors.New("etcd is sad")) }},
+		{metrics.ResultPanic, func() error { panic("boom") }},
+	} {
+		t.Run(tc.result, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			f := newFixture(t).withFoo(foo)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			if tc.apply != nil {
+				f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.apply()
+				})
+			}
+			before := counterValue(t, "foo_controller_reconcile_total", "result="+tc.result)
+			c.workqueue.Add(keyOf(foo))
+			c.processNextWorkItem(ctx, ctx)
+			if got := counterValue(t, "foo_controller_reconcile_total", "result="+tc.result) - before; got != 1 {
+				t.Errorf("reconcile_total{result=%q} went up by %v, want 1", tc.result, got)
+			}
+		})
 	}
 }
 
@@ -184,5 +222,62 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	k8sI.WaitForCacheSync(cctx.Done())
 	if !c.HasSynced() {
 		t.Error("not synced after both caches synced")
+	}
+}
+
+// TestCheckAPIExplainsWhatIsMissing: at start, an unreachable API server, a
+// missing CRD or a missing permission to list what the informers watch is
+// one clear error (main prints it and exits 1), not informers retrying
+// forever.
+func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
+	const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
+	for _, tc := range []struct{ refused, want string }{
+		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
+		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
+		{"/apis/apps/v1/deployments", "cannot list deployments (does the controller's identity have RBAC permission"},
+		{"everything", "cannot reach the API server at http://"},
+		{"nothing", ""},
+	} {
+		t.Run(tc.refused, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch r.URL.Path {
+				case tc.refused:
+					w.WriteHeader(http.StatusForbidden)
+					_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`))
+				case "/version":
+					_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
+				case fooGV:
+					_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1",` +
+						`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
+				case fooGV + "/foos":
+					_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
+				default:
+					_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
+				}
+			}))
+			host := srv.URL
+			if tc.refused == "everything" {
+				srv.Close() // nothing listens there any more
+			}
+			defer srv.Close()
+			err := checkAPI(t.Context(), &rest.Config{Host: host}, "")
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBadFlagsAreRefused: a flag value the controller cannot run with is an
+// error from parseFlags (main prints it and exits 2), not a default.
+func TestBadFlagsAreRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-workers=0"}, {"-kube-api-qps=0"}, {"-kube-api-burst=0"}, {"-resync-period=-1s"},
+		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) accepted it", args)
+		}
 	}
 }

@@ -84,6 +84,7 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 		return n
 	}
 
+	delayedBefore := counterValue(t, "foo_controller_corrections_delayed_total", "")
 	for i := range correctionBurst + 3 {
 		fight()
 		res, err := c.syncHandler(ctx, keyOf(foo))
@@ -101,6 +102,9 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 	}
 	if c.workqueue.Len() != 0 {
 		t.Errorf("the sync must not queue the key itself; handleErr does (queue length %d)", c.workqueue.Len())
+	}
+	if got := counterValue(t, "foo_controller_corrections_delayed_total", "") - delayedBefore; got != 3 {
+		t.Errorf("corrections_delayed_total went up by %v, want 3 (one per held-back correction)", got)
 	}
 	// One Event per correction until the fight is noticed, then one
 	// Warning, then silence.

@@ -22,6 +22,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -29,6 +30,7 @@ import (
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
+	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -423,4 +425,32 @@ func assertQueue(t *testing.T, c *Controller, want []string) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("queued keys: got %q, want %q", got, want)
 	}
+}
+
+// counterValue reads a foo_controller_* counter, with the given label
+// ("name=value") if any, from the registry the controller serves. It
+// registers the metrics first: until then they count nothing.
+func counterValue(t *testing.T, name, label string) float64 {
+	t.Helper()
+	metrics.Register("test")
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if label == "" || l.GetName()+"="+l.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

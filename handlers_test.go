@@ -92,6 +92,27 @@ func TestDeploymentEventsJumpTheQueue(t *testing.T) {
 	assertQueue(t, c, []string{"default/deployed", "default/new-1", "default/new-2", "default/blocked"})
 }
 
+// TestResyncAddsAKeyInBackoffAtOnce: a resync re-delivers every Foo
+// unchanged, and that adds its key at once even while it waits out a long
+// failure backoff; so no Foo waits longer than -resync-period.
+func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	for range 20 {
+		c.workqueue.AddRateLimited(keyOf(foo)) // one delayed add, the earliest: 5 ms
+	}
+	key, _ := c.workqueue.Get()
+	c.workqueue.Done(key)
+	c.workqueue.AddRateLimited(key) // its 21st failure: back after 1000 s
+	if n := c.workqueue.Len(); n != 0 {
+		t.Fatalf("queue length %d right after a rate-limited add, want 0", n)
+	}
+	c.handleFooUpdate(foo, foo)
+	assertQueue(t, c, []string{"default/a"})
+}
+
 func TestFooHandlerEnqueuesTombstones(t *testing.T) {
 	f := newFixture(t)
 	_, ctx := ktesting.NewTestContext(t)
