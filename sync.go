@@ -266,7 +266,7 @@ func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, 
 		// it means only that our copy is behind; the watch brings the
 		// newer one. It is retried like any failed request, not reported
 		// as a refused Deployment.
-		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %v", dep.Name, err)
+		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %v", dep.Name, err) //nolint:errorlint // not a refusal: see above
 	}
 	klog.FromContext(ctx).V(2).Info("Removed entries another writer left in our container", "deployment", klog.KObj(patched))
 	c.deployments.Mutation(trimmed(patched))

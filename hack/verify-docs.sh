@@ -5,8 +5,12 @@
 # every test (`TestX`, `FuzzX`) or package identifier (`plan.X`) named
 # in backquotes exists in the Go code, and so does every lower-camel-case
 # name in backquotes outside code blocks (`syncHandler`, `handleErr`), unless
-# it is an API field name (see below). (External https:// links are not
-# checked: CI has no internet.)
+# it is an API field name (see below); that every code block marked
+# "<!-- quote: PATH -->" still appears in PATH, and every Go block is such
+# a quote or marked "<!-- example -->"; that shell blocks run only scripts
+# and make targets that exist; and that a klog line quoted from one of our
+# files carries a message that file still logs. (External https:// links
+# are not checked: CI has no internet.)
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -114,14 +118,22 @@ def quote_fragments(block):
     return [f for f in frags if f]
 
 def find_in_order(frags, lines):
+    """None if every fragment is found, in order; else the first quoted
+    line that differs, at the place where most of its fragment matched."""
     pos = 0
     for frag in frags:
-        for i in range(pos, len(lines) - len(frag) + 1):
-            if lines[i:i + len(frag)] == frag:
-                pos = i + len(frag)
+        best, best_at = -1, pos
+        for i in range(pos, len(lines)):
+            n = 0
+            while n < len(frag) and i + n < len(lines) and lines[i + n] == frag[n]:
+                n += 1
+            if n == len(frag):
+                pos = i + n
                 break
+            if n > best:
+                best, best_at = n, i
         else:
-            return frag
+            return frag[max(best, 0)], best_at + max(best, 0) + 1
     return None
 
 quotes = 0
@@ -149,7 +161,8 @@ for md in files:
                 have = [l.strip() for l in open(src, encoding="utf-8").read().split("\n")]
                 missing = find_in_order(quote_fragments(block), have)
                 if missing is not None:
-                    print(f"{md}:{start + 1}: quote no longer in {src}; first line not found in order: {missing[0]!r}")
+                    line, near = missing
+                    print(f"{md}:{start + 1}: quote no longer in {src}: {line!r} is not there (nearest match ends at {src}:{near})")
                     bad += 1
                 quotes += 1
         elif lang == "go" and prev != "<!-- example -->":
