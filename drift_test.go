@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,4 +367,33 @@ func TestSyncStrayPortPatchThatFailsItsTestIsTransient(t *testing.T) {
 		t.Fatalf("got %v, want a transient error", err)
 	}
 	assertActions(t, "foos", f.client.Actions(), nil)
+}
+
+// TestSyncStrayPortPatchRefusedIsReported: an admission policy that
+// refuses our JSON patch is a refusal like a refused apply: the Foo says
+// so (DeploymentApplyFailed), and it is retried with backoff.
+func TestSyncStrayPortPatchRefusedIsReported(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		if a.(core.PatchAction).GetPatchType() != types.JSONPatchType {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", field.ErrorList{
+			field.Forbidden(field.NewPath("spec"), "ValidatingAdmissionPolicy 'no-json-patches' denied request"),
+		})
+	})
+	_, err := c.syncHandler(ctx, keyOf(foo))
+	if err == nil || !isPermanent(err) {
+		t.Fatalf("got %v, want the refusal", err)
+	}
+	if ready := readyOf(t, appliedStatus(t, f.client.Actions())); ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed ||
+		!strings.Contains(ready.Message, "no-json-patches") {
+		t.Errorf("Ready: %+v, want DeploymentApplyFailed quoting the policy", ready)
+	}
 }

@@ -261,12 +261,17 @@ func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, 
 	}
 	patched, err := c.kubeclientset.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: controllerName})
-	if err != nil {
+	if plan.FailedTest(err) {
 		// Not wrapped (%v): a failed "test" comes back as 422 Invalid, but
 		// it means only that our copy is behind; the watch brings the
 		// newer one. It is retried like any failed request, not reported
 		// as a refused Deployment.
 		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %v", dep.Name, err) //nolint:errorlint // not a refusal: see above
+	}
+	if err != nil {
+		// Anything else is what it says: an admission policy refusing the
+		// patch is reported on the Foo like a refused apply.
+		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %w", dep.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Removed entries another writer left in our container", "deployment", klog.KObj(patched))
 	c.deployments.Mutation(trimmed(patched))

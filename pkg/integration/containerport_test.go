@@ -5,13 +5,17 @@ package integration
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
@@ -126,5 +130,124 @@ func TestContainerPort(t *testing.T) {
 	}
 	if ev := s.fooEvents("web"); ev["Contested"] != 0 {
 		t.Errorf("events %v: one-off edits are not a fight", ev)
+	}
+}
+
+// TestContainerPortCorrectionRefused: an admission policy refuses the
+// controller the JSON patch that removes an "http" port someone else
+// added. The operator sees it on the Foo (Ready=False,
+// DeploymentApplyFailed, quoting the policy; one Warning Event), the
+// controller retries with backoff rather than once a second, and once the
+// policy is lifted the port goes. It also shows, on the real API server,
+// the two 422 answers plan.FailedTest tells apart: a JSON patch whose
+// "test" fails (our copy was stale: retried, not reported) and a refusal.
+func TestContainerPortCorrectionRefused(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.startController()
+	s.createFoo(newFoo("web", "web", 1))
+	s.waitConverged("web", time.Minute)
+
+	// A failed "test", as the API server answers it.
+	_, err := s.kube.AppsV1().Deployments(s.ns).Patch(s.ctx, "web", types.JSONPatchType,
+		[]byte(`[{"op":"test","path":"/spec/template/spec/containers/0/name","value":"not-app"}]`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !plan.FailedTest(err) {
+		t.Fatalf("a failed test: got %#v, want 422 Invalid that plan.FailedTest recognises", err)
+	}
+
+	// A foreign Deployment with an "http" port: the probe for the policy.
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27",
+					Ports: []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 80}}}}},
+			},
+		},
+	}
+	if _, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probe, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrlKube := clientFor(t, s.cl.ctrlKC)
+	removeHTTP := []byte(`[{"op":"remove","path":"/spec/template/spec/containers/0/ports/0"}]`)
+	var refusal error
+	denied := func() (bool, string) {
+		_, err := ctrlKube.AppsV1().Deployments(s.ns).Patch(s.ctx, "probe", types.JSONPatchType, removeHTTP,
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		refusal = err
+		return apierrors.IsInvalid(err), fmt.Sprintf("dry-run patch: %v", err)
+	}
+	hasHTTP := "c, has(c.ports) && c.ports.exists(p, p.name == 'http')"
+	lift := s.denyToController("keephttp-", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"},
+		},
+	}, admissionregistrationv1.Validation{
+		Expression: fmt.Sprintf("!oldObject.spec.template.spec.containers.exists(%s) || object.spec.template.spec.containers.exists(%s)", hasHTTP, hasHTTP),
+		Message:    "refused by the test: http ports stay",
+	}, denied)
+	if plan.FailedTest(refusal) {
+		t.Fatalf("plan.FailedTest takes a refusal for a failed test: %#v", refusal)
+	}
+
+	// Someone adds an "http" port the Foo does not declare.
+	start := time.Now()
+	for {
+		dep, err := s.getDeployment("web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
+		_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	s.eventually(time.Minute, "Ready=False/DeploymentApplyFailed quoting the policy", func() (bool, string) {
+		foo, err := s.getFoo("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentApplyFailed &&
+			strings.Contains(c.Message, "http ports stay"), fmt.Sprintf("%+v", foo.Status.Conditions)
+	})
+	reported := time.Now()
+	t.Logf("reported on the Foo in %v", reported.Sub(start).Round(time.Millisecond))
+	// Backoff, not a retry a second: the refused attempts come ever
+	// further apart (5 ms doubling), so 10 s hold about a dozen, the last
+	// seconds apart.
+	time.Sleep(10 * time.Second)
+	var refused []time.Time
+	for _, e := range s.controllerRequests(start, time.Now()) {
+		if e.Verb == "patch" && e.resource() == "deployments" && e.ResponseStatus != nil && e.ResponseStatus.Code == 422 {
+			refused = append(refused, e.RequestReceivedTimestamp.Time)
+		}
+	}
+	if n := len(refused); n < 3 || n > 16 || refused[n-1].Sub(refused[n-2]) < 1500*time.Millisecond {
+		t.Errorf("refused corrections at %v: want a few, ever further apart", refused)
+	} else {
+		t.Logf("%d refused corrections in %v, the last two %v apart", n, time.Since(start).Round(time.Second),
+			refused[n-1].Sub(refused[n-2]).Round(time.Millisecond))
+	}
+	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentApplyFailed] != 1 {
+		t.Errorf("events %v: want one DeploymentApplyFailed Warning", ev)
+	}
+
+	lift()
+	s.waitConverged("web", 2*time.Minute)
+	dep, err := s.getDeployment("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := dep.Spec.Template.Spec.Containers[0].Ports; len(p) != 0 {
+		t.Errorf("ports after the policy was lifted: %+v, want none", p)
 	}
 }

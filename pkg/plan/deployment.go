@@ -110,10 +110,9 @@ func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfig
 
 // Drift lists the owned fields in which dep differs from what foo wants, by
 // name ("replicas", "image", "containerPort", "labels", "template labels",
-// "owner"). Empty
-// means the controller has nothing to send. Fields the controller does not
-// own (added labels, annotations, other containers, defaults filled in by the
-// API server) are not compared.
+// "owner"). Empty means the controller has nothing to send. Fields the
+// controller does not own (added labels, annotations, other containers,
+// defaults filled in by the API server) are not compared.
 func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 	var drift []string
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != Replicas(foo) {

@@ -2,12 +2,15 @@ package plan
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -143,4 +146,21 @@ func strayPorts(foo *samplev1alpha1.Foo, c *corev1.Container) []stray {
 		}})
 	}
 	return out
+}
+
+// FailedTest reports whether err is the API server saying that a "test"
+// operation of a JSON patch failed: the object changed since it was read.
+// The answer has no reason of its own: it is a 422 Invalid, like a
+// refusal, but with the API server's generic message and no details (a
+// refusal by validation or an admission policy names the object and the
+// cause). pkg/integration's TestContainerPortCorrectionRefused shows both
+// on a real API server.
+func FailedTest(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	return s.Code == http.StatusUnprocessableEntity && s.Reason == metav1.StatusReasonInvalid &&
+		(s.Details == nil || (s.Details.Kind == "" && s.Details.Name == "" && len(s.Details.Causes) == 0))
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,8 +14,11 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
@@ -732,5 +737,28 @@ func TestProgressOnly(t *testing.T) {
 				t.Errorf("ProgressOnly = %v, want %v\nhave %+v\nwant %+v", got, tc.progress, tc.have, tc.want)
 			}
 		})
+	}
+}
+
+func TestFailedTest(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		// What the API server answers to a JSON patch whose test fails.
+		{"failed test", apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+			"testing value /spec/template/spec/containers/0/ports/0/containerPort failed: test failed", 0, false), true},
+		{"wrapped", fmt.Errorf("patching: %w", apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "", 0, false)), true},
+		{"refused by validation or a policy", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{
+			field.Forbidden(field.NewPath("spec"), "denied")}), false},
+		{"conflict", apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("stale")), false},
+		{"not an API error", errors.New("connection refused"), false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		if got := FailedTest(tc.err); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
