@@ -162,7 +162,8 @@ for md in files:
                 missing = find_in_order(quote_fragments(block), have)
                 if missing is not None:
                     line, near = missing
-                    print(f"{md}:{start + 1}: quote no longer in {src}: {line!r} is not there (nearest match ends at {src}:{near})")
+                    where = f" (the lines before it match, up to {src}:{near - 1})" if near > 1 and have[near - 2] != "" else ""
+                    print(f"{md}:{start + 1}: quote no longer in {src}: {line!r} is not there{where}")
                     bad += 1
                 quotes += 1
         elif lang == "go" and prev != "<!-- example -->":

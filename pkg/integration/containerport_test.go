@@ -42,26 +42,8 @@ func TestContainerPort(t *testing.T) {
 		return corev1.ContainerPort{Name: plan.PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
 	}
 	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
-	// edit changes the Deployment as `kubectl edit` does: an Update under
-	// another field manager.
-	edit := func(change func(*appsv1.Deployment)) {
-		t.Helper()
-		for {
-			dep, err := s.getDeployment("web")
-			if err != nil {
-				t.Fatal(err)
-			}
-			change(dep)
-			_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("edit: %v", err)
-			}
-			return
-		}
-	}
+	// edit changes the Deployment as `kubectl edit` does.
+	edit := func(change func(*appsv1.Deployment)) { s.editDeployment("web", change) }
 	ports := func(d *appsv1.Deployment) *[]corev1.ContainerPort { return &d.Spec.Template.Spec.Containers[0].Ports }
 
 	steps := []struct {
@@ -195,21 +177,9 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 
 	// Someone adds an "http" port the Foo does not declare.
 	start := time.Now()
-	for {
-		dep, err := s.getDeployment("web")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dep.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
-		_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		break
-	}
+	s.editDeployment("web", func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
+	})
 	s.eventually(time.Minute, "Ready=False/DeploymentApplyFailed quoting the policy", func() (bool, string) {
 		foo, err := s.getFoo("web")
 		if err != nil {

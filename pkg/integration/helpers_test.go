@@ -213,6 +213,27 @@ func (s *scenario) updateFoo(name string, mutate func(*samplev1alpha1.Foo)) {
 	s.t.Fatal("updateFoo: too many conflicts")
 }
 
+// editDeployment changes the Deployment as `kubectl edit` does: an Update
+// under another field manager, read again and retried on a conflict.
+func (s *scenario) editDeployment(name string, change func(*appsv1.Deployment)) {
+	s.t.Helper()
+	for {
+		dep, err := s.getDeployment(name)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		change(dep)
+		_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			s.t.Fatalf("editing Deployment %s: %v", name, err)
+		}
+		return
+	}
+}
+
 // converged reports whether the Foo and its Deployment are in their final
 // state: the Deployment exists, is controlled by the Foo, matches its spec,
 // has all replicas available, and the Foo's status says so for its

@@ -130,23 +130,7 @@ func TestDriftIsCorrected(t *testing.T) {
 		{"owner reference", func(d *appsv1.Deployment) { d.OwnerReferences = nil }},
 	}
 	for _, e := range edits {
-		// Someone edits the Deployment, as `kubectl edit` would (an Update
-		// under another field manager).
-		for {
-			dep, err := s.getDeployment("web")
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.edit(dep)
-			_, err = s.kube.AppsV1().Deployments(s.ns).Update(s.ctx, dep, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s edit: %v", e.name, err)
-			}
-			break
-		}
+		s.editDeployment("web", e.edit)
 		start := time.Now()
 		s.waitConverged("web", time.Minute)
 		t.Logf("%s drift put back in %v", e.name, time.Since(start).Round(time.Millisecond))

@@ -165,14 +165,17 @@ func TestDrift(t *testing.T) {
 // TestDriftContainerPort: the "http" port of our container is compared by
 // its whole server-side apply key (number and protocol) and its name, set
 // or unset; ports of other names are someone else's.
+// httpPort is the port spec.containerPort n declares; metrics is someone else's.
+func httpPort(n int32) corev1.ContainerPort {
+	return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
+}
+
+var metrics = corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
+
 func TestDriftContainerPort(t *testing.T) {
-	http := func(n int32) corev1.ContainerPort {
-		return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
-	}
-	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
-	udp := http(8080)
+	udp := httpPort(8080)
 	udp.Protocol = corev1.ProtocolUDP
-	renamed := http(8080)
+	renamed := httpPort(8080)
 	renamed.Name = "web"
 	tests := []struct {
 		name  string
@@ -180,16 +183,16 @@ func TestDriftContainerPort(t *testing.T) {
 		ports []corev1.ContainerPort
 		drift bool
 	}{
-		{"as declared", ptr.To[int32](8080), []corev1.ContainerPort{http(8080)}, false},
-		{"beside someone else's port", ptr.To[int32](8080), []corev1.ContainerPort{metrics, http(8080)}, false},
-		{"number changed", ptr.To[int32](8080), []corev1.ContainerPort{http(7070)}, true},
+		{"as declared", ptr.To[int32](8080), []corev1.ContainerPort{httpPort(8080)}, false},
+		{"beside someone else's port", ptr.To[int32](8080), []corev1.ContainerPort{metrics, httpPort(8080)}, false},
+		{"number changed", ptr.To[int32](8080), []corev1.ContainerPort{httpPort(7070)}, true},
 		{"protocol changed", ptr.To[int32](8080), []corev1.ContainerPort{udp}, true},
 		{"renamed", ptr.To[int32](8080), []corev1.ContainerPort{renamed}, true},
 		{"missing", ptr.To[int32](8080), nil, true},
-		{"a second http port", ptr.To[int32](8080), []corev1.ContainerPort{http(8080), http(7070)}, true},
+		{"a second http port", ptr.To[int32](8080), []corev1.ContainerPort{httpPort(8080), httpPort(7070)}, true},
 		{"unset, none", nil, nil, false},
 		{"unset, someone else's port", nil, []corev1.ContainerPort{metrics}, false},
-		{"unset, http still there", nil, []corev1.ContainerPort{http(8080)}, true},
+		{"unset, http still there", nil, []corev1.ContainerPort{httpPort(8080)}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,11 +217,7 @@ func TestDriftContainerPort(t *testing.T) {
 // container except the declared one, and nothing else; and it fails rather
 // than remove the wrong entry when the lists have changed since.
 func TestStrayEntriesPatch(t *testing.T) {
-	http := func(n int32) corev1.ContainerPort {
-		return corev1.ContainerPort{Name: PortName, ContainerPort: n, Protocol: corev1.ProtocolTCP}
-	}
-	metrics := corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
-	side := corev1.Container{Name: "side", Image: "b:1", Ports: []corev1.ContainerPort{http(80)}}
+	side := corev1.Container{Name: "side", Image: "b:1", Ports: []corev1.ContainerPort{httpPort(80)}}
 	tests := []struct {
 		name       string
 		want       *int32
@@ -227,16 +226,16 @@ func TestStrayEntriesPatch(t *testing.T) {
 		wantOK     bool
 		after      []corev1.ContainerPort
 	}{
-		{"as declared", ptr.To[int32](8080), nil, []corev1.ContainerPort{http(8080)}, false, nil},
+		{"as declared", ptr.To[int32](8080), nil, []corev1.ContainerPort{httpPort(8080)}, false, nil},
 		{"re-keyed by another writer", ptr.To[int32](9090), nil,
-			[]corev1.ContainerPort{metrics, http(7070)}, true, []corev1.ContainerPort{metrics}},
+			[]corev1.ContainerPort{metrics, httpPort(7070)}, true, []corev1.ContainerPort{metrics}},
 		{"ours kept, the stray removed", ptr.To[int32](9090), nil,
-			[]corev1.ContainerPort{http(7070), metrics, http(9090)}, true, []corev1.ContainerPort{metrics, http(9090)}},
-		{"unset", nil, nil, []corev1.ContainerPort{http(8080), metrics}, true, []corev1.ContainerPort{metrics}},
+			[]corev1.ContainerPort{httpPort(7070), metrics, httpPort(9090)}, true, []corev1.ContainerPort{metrics, httpPort(9090)}},
+		{"unset", nil, nil, []corev1.ContainerPort{httpPort(8080), metrics}, true, []corev1.ContainerPort{metrics}},
 		{"unset, none of ours", nil, nil, []corev1.ContainerPort{metrics}, false, nil},
 		{"our container second; another container's http is not ours", nil,
 			func(ours corev1.Container) []corev1.Container { return []corev1.Container{side, ours} },
-			[]corev1.ContainerPort{http(8080)}, true, nil},
+			[]corev1.ContainerPort{httpPort(8080)}, true, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -264,7 +263,7 @@ func TestStrayEntriesPatch(t *testing.T) {
 						t.Errorf("ports after the patch: %+v, want %+v", c.Ports, tc.after)
 					}
 					// What is left is for the apply to add, if anything.
-					missing := tc.want != nil && !slices.Contains(c.Ports, http(*tc.want))
+					missing := tc.want != nil && !slices.Contains(c.Ports, httpPort(*tc.want))
 					if drifts := slices.Contains(Drift(foo, got), "containerPort"); drifts != missing {
 						t.Errorf("after the patch: drift %v, want %v", Drift(foo, got), missing)
 					}
