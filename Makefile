@@ -28,6 +28,7 @@ verify: ## Generated code up to date, docs links, gofmt, go vet, golangci-lint.
 .PHONY: test-unit
 test-unit: ## Unit tests (fake clientsets, pure functions) with the race detector.
 	go test -race $(GOTEST_FLAGS) ./...
+	go -C hack/plot test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-integration
 test-integration: ## Integration tests on a real control plane (builds it on first use).

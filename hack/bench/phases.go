@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +30,7 @@ import (
 
 const (
 	image       = "nginx:1.27"
+	editedImage = "nginx:1.28"
 	depSuffix   = "-dep"
 	fieldMgr    = "foo-bench"
 	progressGap = 5 * time.Second
@@ -168,7 +172,7 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 
 // converge creates n Foos of the given replicas in ns and measures until
 // every one is Ready.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, error) {
+func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
 	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -198,12 +202,12 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 	if _, err := kf.Apps().V1().Deployments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onDep, UpdateFunc: func(_, o any) { onDep(o) },
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := ff.Samplecontroller().V1alpha1().Foos().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onFoo, UpdateFunc: func(_, o any) { onFoo(o) },
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kf.Start(watchCtx.Done())
 	ff.Start(watchCtx.Done())
@@ -212,7 +216,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 
 	before, err := ctrl.scrape()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	progress("converge: creating %d Foos in %s with %d workers", n, ns, workers)
 	t0 := time.Now()
@@ -228,7 +232,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating Foos: %w", err)
+		return nil, nil, fmt.Errorf("creating Foos: %w", err)
 	}
 	createsDone := time.Since(t0)
 	deadline := time.Now().Add(timeout)
@@ -236,10 +240,10 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 	var maxDepth float64
 	for ready.len() < n {
 		if err := ctrl.alive(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("converge: only %d/%d Foos Ready after %v", ready.len(), n, timeout)
+			return nil, nil, fmt.Errorf("converge: only %d/%d Foos Ready after %v", ready.len(), n, timeout)
 		}
 		if time.Since(lastProgress) >= progressGap {
 			lastProgress = time.Now()
@@ -254,16 +258,16 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 	progress("converge: all %d Foos Ready after %.2fs; waiting for the controller to go quiet", n, time.Since(t0).Seconds())
 	after, err := ctrl.settle(3*time.Second, time.Minute)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mem, err := ctrl.memStatus()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	evs, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	events := 0
 	for _, e := range evs.Items {
@@ -311,14 +315,36 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 		fig["converge_"+m+"_per_foo"] = v / nf
 	}
 	if len(dok) != n {
-		return nil, fmt.Errorf("converge: saw %d/%d Deployments as declared", len(dok), n)
+		return nil, nil, fmt.Errorf("converge: saw %d/%d Deployments as declared", len(dok), n)
 	}
-	return fig, nil
+	ser := series{
+		"foos_created":      secondsSince(t0, cr),
+		"deployments_exist": secondsSince(t0, dok),
+		"foos_ready":        secondsSince(t0, rd),
+	}
+	return fig, ser, nil
+}
+
+// series are, by name, the sorted times (seconds since the start of a
+// phase) at which each object reached a state: the curves of the plots.
+type series map[string][]float64
+
+func secondsSince(t0 time.Time, m map[string]time.Time) []float64 {
+	out := make([]float64, 0, len(m))
+	for _, t := range m {
+		out = append(out, t.Sub(t0).Seconds())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // idle measures the controller's requests over window with nothing changing.
 func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 	before, err := ctrl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore, err := ctrl.cpuSeconds()
 	if err != nil {
 		return nil, err
 	}
@@ -335,11 +361,25 @@ func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpuAfter, err := ctrl.cpuSeconds()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := ctrl.memStatus()
+	if err != nil {
+		return nil, err
+	}
 	mins := time.Since(start).Minutes()
 	methods := diffMethods(before, after)
 	fig := figures{
 		"idle_requests_per_min": total(methods) / mins,
 		"idle_writes_per_min":   writesOf(methods) / mins,
+		// Percent of one core over the window (resyncs included).
+		"idle_cpu_pct": 100 * (cpuAfter - cpuBefore) / time.Since(start).Seconds(),
+		// Steady state: converged, then idle for the window.
+		"steady_rss_mb":        float64(mem["VmRSS"]) / (1 << 20),
+		"steady_rss_anon_mb":   float64(mem["RssAnon"]) / (1 << 20),
+		"steady_heap_inuse_mb": after.sum("go_memstats_heap_inuse_bytes") / (1 << 20),
 	}
 	for m, v := range methods {
 		fig["idle_"+m+"_per_min"] = v / mins
@@ -398,9 +438,10 @@ func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath
 // replicas needs at the least: n Deployment creates and n Foo status
 // writes, with the same concurrency as the Foo creates; then, for
 // comparison, n Deployment applies.
-func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int) (figures, error) {
+func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int) (figures, series, error) {
 	progress("floor: %d Deployment creates in %s", n, ns)
 	t0 := time.Now()
+	created := newFirsts()
 	err := parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("floor-%d", i)
 		lbl := map[string]string{"app": name}
@@ -415,10 +456,13 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 				},
 			},
 		}, metav1.CreateOptions{FieldManager: fieldMgr})
+		if err == nil {
+			created.mark(name, time.Now())
+		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	depCreate := time.Since(t0)
 	// How long kube-controller-manager, scheduler and kwok take to make
@@ -439,7 +483,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		return avail == n, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("floor: Deployments not all available: %w", err)
+		return nil, nil, fmt.Errorf("floor: Deployments not all available: %w", err)
 	}
 
 	progress("floor: %d Foo creates, then %d status writes", n, n)
@@ -455,7 +499,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fooCreate := time.Since(t1)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -474,7 +518,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	statusWrites := time.Since(t2)
 
@@ -493,7 +537,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return figures{
 		"floor_deployment_creates_s":    depCreate.Seconds(),
@@ -501,7 +545,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		"floor_foo_creates_s":           fooCreate.Seconds(),
 		"floor_status_writes_s":         statusWrites.Seconds(),
 		"floor_deployment_applies_s":    time.Since(t3).Seconds(),
-	}, nil
+	}, series{"floor_deployments_created": secondsSince(t0, created.snapshot())}, nil
 }
 
 // pct is the p-th percentile (nearest rank) in seconds.
@@ -514,4 +558,45 @@ func pct(d []time.Duration, p float64) float64 {
 	i := int(float64(len(s))*p/100+0.999999) - 1
 	i = max(0, min(i, len(s)-1))
 	return s[i].Seconds()
+}
+
+// editOne changes the image of one Foo among the n converged and idle ones
+// and measures the time until its Deployment carries it: the latency a
+// user sees with n Foos in the caches.
+func editOne(ctx context.Context, c clients, ns string) (figures, error) {
+	const name = "foo-0"
+	t0 := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, editedImage)
+	if _, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return nil, err
+	}
+	for deadline := t0.Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		d, err := c.kube.AppsV1().Deployments(ns).Get(ctx, name+depSuffix, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if len(d.Spec.Template.Spec.Containers) > 0 && d.Spec.Template.Spec.Containers[0].Image == editedImage {
+			s := time.Since(t0).Seconds()
+			progress("edit: one Foo's image reached its Deployment in %.3fs", s)
+			return figures{"edit_to_deployment_s": s}, nil
+		}
+	}
+	return nil, errors.New("edit: the Deployment did not get the new image within a minute")
+}
+
+// listFloor is the floor of a start-up: a bare list of the n Foos and n
+// Deployments in ns, one request each, as a client with no cache does it.
+func listFloor(ctx context.Context, c clients, ns string) (figures, error) {
+	t0 := time.Now()
+	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	deps, err := c.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s := time.Since(t0).Seconds()
+	progress("floor: listed %d Foos and %d Deployments in %.2fs", len(foos.Items), len(deps.Items), s)
+	return figures{"floor_list_s": s}, nil
 }
