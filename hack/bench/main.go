@@ -198,7 +198,7 @@ func run(ctx context.Context, o options) (err error) {
 		for r := range o.repeat {
 			fig, ser, err := once(ctx, c, o, n, r, bin, kubeconfig, logPath)
 			if err != nil {
-				return fmt.Errorf("N=%d, repeat %d: %w (controller log: %s)", n, r+1, err, logPath)
+				return fmt.Errorf("bench of %d Foos, repeat %d: %w (controller log: %s)", n, r+1, err, logPath)
 			}
 			rep.Runs = append(rep.Runs, fig)
 			if r == 0 {
