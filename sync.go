@@ -230,23 +230,29 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 // another writer owns: when someone re-keyed our "http" port, the API
 // server refuses the apply (duplicate port name), or, with the port unset
 // on the Foo, accepts it and leaves theirs. Such strays are removed by a
-// JSON patch (see plan.StrayEntriesPatch), and the apply is sent again if it
-// was refused.
+// JSON patch (see plan.StrayEntriesPatch), and the apply is sent again if
+// it was refused or something it declares is still missing.
 func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	updated, err := c.applyDeployment(ctx, foo)
 	switch {
 	case err == nil && len(plan.Drift(foo, updated)) == 0:
 		return updated, nil
-	case err == nil:
-		return c.removeStrays(ctx, foo, updated)
-	case !apierrors.IsInvalid(err):
+	case err != nil && !apierrors.IsInvalid(err):
 		return nil, err
+	case err == nil:
+		dep = updated
 	}
 	if _, ok, _ := plan.StrayEntriesPatch(foo, dep); !ok {
-		return nil, err // refused for another reason
+		// Refused for another reason, or a drift the API server keeps
+		// (a mutating webhook, say: syncDeployment reports that).
+		return updated, err
 	}
-	if _, err := c.removeStrays(ctx, foo, dep); err != nil {
-		return nil, err
+	patched, perr := c.removeStrays(ctx, foo, dep)
+	if perr != nil {
+		return nil, perr
+	}
+	if err == nil && len(plan.Drift(foo, patched)) == 0 {
+		return patched, nil
 	}
 	return c.applyDeployment(ctx, foo)
 }

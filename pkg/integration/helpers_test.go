@@ -256,10 +256,13 @@ func (s *scenario) converged(name string) (bool, string) {
 	want := plan.Replicas(foo)
 	ready := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 	st := foo.Status
-	if dep.Status.AvailableReplicas != want || st.AvailableReplicas != want || st.ObservedGeneration != foo.Generation ||
+	// Rolled out, not only available: old pods count as available while a
+	// new template rolls out.
+	rolledOut := dep.Status.ObservedGeneration >= dep.Generation && dep.Status.UpdatedReplicas == want
+	if !rolledOut || dep.Status.AvailableReplicas != want || st.AvailableReplicas != want || st.ObservedGeneration != foo.Generation ||
 		ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != foo.Generation {
-		return false, fmt.Sprintf("generation %d, Deployment available %d/%d, Foo status %+v", foo.Generation,
-			dep.Status.AvailableReplicas, want, st)
+		return false, fmt.Sprintf("generation %d, Deployment generation %d observed %d, updated %d, available %d/%d, Foo status %+v",
+			foo.Generation, dep.Generation, dep.Status.ObservedGeneration, dep.Status.UpdatedReplicas, dep.Status.AvailableReplicas, want, st)
 	}
 	return true, ""
 }

@@ -35,6 +35,9 @@ func TestFoosAreValid(t *testing.T) {
 		if s.Image != "" && (len(s.Image) > 512 || !image.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest")) {
 			t.Fatalf("image %q", s.Image)
 		}
+		if p := s.ContainerPort; p != nil && (*p < 1 || *p > 65535) {
+			t.Fatalf("containerPort %d", *p)
+		}
 		switch s.DeletionPolicy {
 		case "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan:
 		default:
@@ -50,9 +53,13 @@ func TestFoosAreValid(t *testing.T) {
 		seen["long image"] = seen["long image"] || len(s.Image) == 512
 		seen["long deploymentName"] = seen["long deploymentName"] || len(s.DeploymentName) == 63
 		seen["dotted name"] = seen["dotted name"] || strings.Contains(foo.Name, ".")
+		seen["no containerPort"] = seen["no containerPort"] || s.ContainerPort == nil
+		seen["containerPort 1"] = seen["containerPort 1"] || s.ContainerPort != nil && *s.ContainerPort == 1
+		seen["containerPort 65535"] = seen["containerPort 65535"] || s.ContainerPort != nil && *s.ContainerPort == 65535
 	}
 	// Edges that are not generated are not tested.
-	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "no image", "long image", "long deploymentName", "dotted name"} {
+	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "no image", "long image", "long deploymentName", "dotted name",
+		"no containerPort", "containerPort 1", "containerPort 65535"} {
 		if !seen[edge] {
 			t.Errorf("never generated: %s", edge)
 		}
