@@ -34,13 +34,17 @@ type report struct {
 
 func main() {
 	in := flag.String("in", "_output/bench.json", "hack/bench's JSON output")
-	out := flag.String("out", "_output", "directory for the SVG files")
+	out := flag.String("out", "_output", "directory for the plots")
+	flag.StringVar(&format, "format", "svg", "svg or png")
 	flag.Parse()
 	if err := run(*in, *out); err != nil {
 		fmt.Fprintf(os.Stderr, "plot: %v\n", err)
 		os.Exit(1)
 	}
 }
+
+// format is the plots' file format (and extension).
+var format = "svg"
 
 func run(in, out string) error {
 	b, err := os.ReadFile(in)
@@ -87,7 +91,9 @@ func run(in, out string) error {
 			p.Legend.Add(c.label, l)
 		}
 		p.Add(plotter.NewGrid())
-		path := filepath.Join(out, fmt.Sprintf("bench-convergence-%d.svg", r.N))
+		// Headroom above the curves for the legend.
+		p.Y.Min, p.Y.Max = 0, 1.45*float64(r.N)
+		path := filepath.Join(out, fmt.Sprintf("bench-convergence-%d.%s", r.N, format))
 		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
 			return err
 		}
@@ -130,8 +136,8 @@ func run(in, out string) error {
 		p.Legend.Add(k.label, l, s)
 	}
 	p.Add(plotter.NewGrid())
-	p.Y.Min = 0
-	path := filepath.Join(out, "bench-memory.svg")
+	p.Y.Min, p.Y.Max = 0, 1.5*p.Y.Max
+	path := filepath.Join(out, "bench-memory."+format)
 	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
 		return err
 	}
