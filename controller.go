@@ -89,9 +89,12 @@ type Controller struct {
 	// pruned holds, per Foo key, the prunedSpec of its last complete
 	// pruneDeployments, which need not run again until the spec changes
 	// or the informer shows a leftover.
-	pruned   sync.Map
-	recorder events.EventRecorder
-	clock    clock.PassiveClock
+	pruned sync.Map
+	// overridden holds, per Foo key, the overriddenState of its last
+	// correction that the API server did not keep (see syncDeployment).
+	overridden sync.Map
+	recorder   events.EventRecorder
+	clock      clock.PassiveClock
 }
 
 // NewController wires the controller to the given informers. It registers

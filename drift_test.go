@@ -397,3 +397,42 @@ func TestSyncStrayPortPatchRefusedIsReported(t *testing.T) {
 		t.Errorf("Ready: %+v, want DeploymentApplyFailed quoting the policy", ready)
 	}
 }
+
+// TestSyncDoesNotFightWhatTheAPIServerKeeps: a mutating admission policy
+// rewrites our image on every write. The controller corrects once; the
+// Deployment the API server returned (and whose event brings the Foo back)
+// is not corrected again, for that spec, until someone else changes it.
+func TestSyncDoesNotFightWhatTheAPIServerKeeps(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Image = "registry.internal/nginx:1.27"
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	kept := dep.DeepCopy()
+	kept.ResourceVersion = "21"
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, kept.DeepCopy(), nil
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+
+	// Our write's event: the same Deployment, as the API server keeps it.
+	f.kubeclient.ClearActions()
+	f.deploymentChanged(kept, func(d *appsv1.Deployment) { d.ResourceVersion = kept.ResourceVersion })
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
+	// Someone else changes it: corrected again.
+	f.deploymentChanged(kept, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertEvents(t, drainEvents(f.recorder), "Normal Scaled")
+}

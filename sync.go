@@ -40,6 +40,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		logger.V(4).Info("Foo no longer exists")
 		c.statusPacer.Forget(key)
 		c.pruned.Delete(key)
+		c.overridden.Delete(key)
 		return syncResult{}, nil
 	}
 
@@ -158,6 +159,15 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	if len(drift) == 0 {
 		return plan.Observation{Deployment: dep}, syncResult{}, nil
 	}
+	key := cache.MetaObjectToName(foo)
+	if last, ok := c.overridden.Load(key); ok && last.(overriddenState) == overriddenOf(foo, dep) {
+		// This is what the API server made of our last correction, for
+		// this spec, and nobody has changed what we own since: correcting
+		// it again would only be overridden again, and our own write's
+		// event would bring us back here, forever.
+		logger.V(4).Info("Deployment is as the API server keeps it; not correcting it again", "deployment", klog.KObj(dep), "drift", drift)
+		return plan.Observation{Deployment: dep}, syncResult{}, nil
+	}
 	// Someone changed our Deployment. Put it back, but if they keep doing
 	// so, only as often as the corrections limiter allows: the sync asks to
 	// come back when the limiter has a token. Meanwhile the Deployment's status
@@ -187,9 +197,11 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would
 	// be noise.
+	c.overridden.Delete(key)
 	if still := plan.Drift(foo, updated); len(still) > 0 {
 		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
 			"deployment", klog.KObj(updated), "fields", still)
+		c.overridden.Store(key, overriddenOf(foo, updated))
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
 			return plan.Observation{Deployment: updated}, syncResult{}, nil
@@ -230,29 +242,26 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 // another writer owns: when someone re-keyed our "http" port, the API
 // server refuses the apply (duplicate port name), or, with the port unset
 // on the Foo, accepts it and leaves theirs. Such strays are removed by a
-// JSON patch (see plan.StrayEntriesPatch), and the apply is sent again if
-// it was refused or something it declares is still missing.
+// JSON patch (see plan.StrayEntriesPatch): after a refused apply, and then
+// the apply is sent again; after an accepted one, only if removing them
+// converges the Deployment: otherwise the API server is not keeping what
+// we declare (a mutating admission policy), and syncDeployment reports
+// that instead of fighting it.
 func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	updated, err := c.applyDeployment(ctx, foo)
 	switch {
-	case err == nil && len(plan.Drift(foo, updated)) == 0:
+	case err == nil && (len(plan.Drift(foo, updated)) == 0 || !plan.RemovingStraysConverges(foo, updated)):
 		return updated, nil
-	case err != nil && !apierrors.IsInvalid(err):
-		return nil, err
 	case err == nil:
-		dep = updated
+		return c.removeStrays(ctx, foo, updated)
+	case !apierrors.IsInvalid(err):
+		return nil, err
 	}
 	if _, ok, _ := plan.StrayEntriesPatch(foo, dep); !ok {
-		// Refused for another reason, or a drift the API server keeps
-		// (a mutating webhook, say: syncDeployment reports that).
-		return updated, err
+		return nil, err // refused for another reason
 	}
-	patched, perr := c.removeStrays(ctx, foo, dep)
-	if perr != nil {
-		return nil, perr
-	}
-	if err == nil && len(plan.Drift(foo, patched)) == 0 {
-		return patched, nil
+	if _, err := c.removeStrays(ctx, foo, dep); err != nil {
+		return nil, err
 	}
 	return c.applyDeployment(ctx, foo)
 }
@@ -282,6 +291,20 @@ func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, 
 	klog.FromContext(ctx).V(2).Info("Removed entries another writer left in our container", "deployment", klog.KObj(patched))
 	c.deployments.Mutation(trimmed(patched))
 	return patched, nil
+}
+
+// overriddenState identifies what the API server made of a correction it
+// did not keep (a mutating admission policy rewrote our fields), for one
+// spec of one Foo: the values of every field we own (plan.OwnedValues), so that
+// the Deployment controller's status writes do not count as a change.
+type overriddenState struct {
+	uid        types.UID
+	generation int64
+	owned      string
+}
+
+func overriddenOf(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) overriddenState {
+	return overriddenState{uid: foo.UID, generation: foo.Generation, owned: plan.OwnedValues(foo, dep)}
 }
 
 // prunedSpec is what a Foo declared when pruneDeployments last finished for

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,4 +221,112 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 	if p := dep.Spec.Template.Spec.Containers[0].Ports; len(p) != 0 {
 		t.Errorf("ports after the policy was lifted: %+v, want none", p)
 	}
+}
+
+// TestMutatingPolicyRewritesOurPort: a MutatingAdmissionPolicy moves every
+// container port below 1024 up by 8000 (a platform rule: no privileged
+// ports). The Foo asks for 80; the API server keeps 8080. That is not a
+// stray to remove: the controller must not fight the API server (remove
+// the port, re-apply, be rewritten, ...): once settled it sends nothing,
+// and the Deployment's generation stands still.
+func TestMutatingPolicyRewritesOurPort(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	first := "object.spec.template.spec.containers[0]"
+	lowPort := fmt.Sprintf("object.spec.template.spec.containers.size() > 0 && has(%[1]s.ports) && %[1]s.ports.size() > 0 && %[1]s.ports[0].containerPort < 1024", first)
+	name := "unprivileged-" + s.ns
+	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"deployments"}},
+				}}},
+			},
+			MatchConditions:    []admissionregistrationv1.MatchCondition{{Name: "low-port", Expression: lowPort}},
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+			Mutations: []admissionregistrationv1.Mutation{{
+				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: fmt.Sprintf(
+					`[JSONPatch{op: "replace", path: "/spec/template/spec/containers/0/ports/0/containerPort", value: %s.ports[0].containerPort + 8000}]`, first)},
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
+			PolicyName: name,
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": s.ns},
+			}},
+		},
+	}
+	adm := s.kube.AdmissionregistrationV1()
+	if _, err := adm.MutatingAdmissionPolicies().Create(s.ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = adm.MutatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, err := adm.MutatingAdmissionPolicyBindings().Create(s.ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = adm.MutatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27",
+					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
+			},
+		},
+	}
+	s.eventually(30*time.Second, "the mutating policy to be in force", func() (bool, string) {
+		d, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		p := d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort
+		return p == 8080, fmt.Sprintf("dry-run port %d", p)
+	})
+
+	s.startController()
+	foo := newFoo("web", "web", 1)
+	foo.Spec.ContainerPort = ptr.To[int32](80)
+	s.createFoo(foo)
+	s.eventually(time.Minute, "the Deployment, with the policy's port", func() (bool, string) {
+		dep, err := s.getDeployment("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		p := dep.Spec.Template.Spec.Containers[0].Ports
+		return len(p) == 1 && p[0].ContainerPort == 8080, fmt.Sprintf("ports %+v", p)
+	})
+	// Settle, then watch: no writes, a still generation.
+	time.Sleep(3 * time.Second)
+	before, err := s.getDeployment("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now()
+	time.Sleep(10 * time.Second)
+	after, err := s.getDeployment("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := writesOf(s.controllerRequests(from, time.Now()))
+	if len(writes) > 0 || after.Generation != before.Generation {
+		t.Errorf("fighting the policy: %d writes in 10 s (generation %d → %d):%s", len(writes), before.Generation, after.Generation, summarize(writes))
+	}
+	if p := after.Spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != 8080 || p[0].Name != plan.PortName {
+		t.Errorf("ports %+v, want the policy's http:8080", p)
+	}
+	if ev := s.fooEvents("web"); ev["Updated"] != 0 || ev["Contested"] != 0 {
+		t.Errorf("events %v: want none for what the API server does", ev)
+	}
+	t.Logf("settled: 0 writes in 10 s, generation %d", after.Generation)
 }

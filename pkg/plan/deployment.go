@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"encoding/json"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -134,6 +136,33 @@ func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 		drift = append(drift, "owner")
 	}
 	return drift
+}
+
+// OwnedValues is, in one comparable string, every value of dep that Drift
+// compares with foo: two Deployments with the same OwnedValues have the same
+// drift from foo. Status and the fields of other owners do not enter it.
+func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
+	pick := func(have map[string]string) map[string]string {
+		out := map[string]string{}
+		for k := range Labels(foo) {
+			if v, ok := have[k]; ok {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	owned := struct {
+		Replicas       *int32
+		Container      *corev1.Container `json:",omitempty"`
+		Labels         map[string]string
+		TemplateLabels map[string]string
+		Controlled     bool
+	}{dep.Spec.Replicas, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), IsControlledBy(dep, foo.UID)}
+	if c := container(dep); c != nil {
+		owned.Container = &corev1.Container{Image: c.Image, Ports: c.Ports}
+	}
+	b, _ := json.Marshal(owned) // plain types: cannot fail
+	return string(b)
 }
 
 func container(dep *appsv1.Deployment) *corev1.Container {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,6 +105,40 @@ func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch [
 		return patch, true, err
 	}
 	return nil, false, nil
+}
+
+// RemovingStraysConverges reports whether removing the strays of dep (see
+// StrayEntriesPatch) leaves nothing for foo to change: whether the patch
+// alone would converge dep. After an apply the API server accepted, that
+// is the condition to send it: if what we declare is still missing, the
+// API server did not keep it (a mutating admission policy rewrote our
+// port, say), and removing what it put there instead would only start a
+// fight with it, one write per event, forever.
+func RemovingStraysConverges(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (converges bool) {
+	patch, ok, err := StrayEntriesPatch(foo, dep)
+	if err != nil || !ok {
+		return false
+	}
+	after, err := patchedCopy(dep, patch)
+	return err == nil && len(Drift(foo, after)) == 0
+}
+
+// patchedCopy is dep with a JSON patch applied, dep itself unchanged.
+func patchedCopy(dep *appsv1.Deployment, patch []byte) (*appsv1.Deployment, error) {
+	raw, err := json.Marshal(dep)
+	if err != nil {
+		return nil, err
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.Apply(raw)
+	if err != nil {
+		return nil, err
+	}
+	after := &appsv1.Deployment{}
+	return after, json.Unmarshal(out, after)
 }
 
 // stray is an entry to remove from a list: its index, and the values that

@@ -761,3 +761,66 @@ func TestFailedTest(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovingStraysConverges: removing strays is worth a write after an
+// accepted apply only when it leaves nothing to change; not when what we
+// declare was rewritten (by a mutating admission policy, say).
+func TestRemovingStraysConverges(t *testing.T) {
+	tests := []struct {
+		name  string
+		want  *int32
+		ports []corev1.ContainerPort
+		ok    bool
+	}{
+		{"unset, someone else's http", nil, []corev1.ContainerPort{metrics, httpPort(8080)}, true},
+		{"ours rewritten: removing it leaves ours missing", ptr.To[int32](80), []corev1.ContainerPort{httpPort(8080)}, false},
+		{"nothing stray", ptr.To[int32](80), []corev1.ContainerPort{httpPort(80)}, false},
+	}
+	for _, tc := range tests {
+		foo := testFoo()
+		foo.Spec.ContainerPort = tc.want
+		d := rolledOut(foo)
+		d.Spec.Template.Spec.Containers[0].Ports = tc.ports
+		before := d.DeepCopy()
+		if got := RemovingStraysConverges(foo, d); got != tc.ok {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.ok)
+		}
+		if !reflect.DeepEqual(d, before) {
+			t.Errorf("%s: modified its input", tc.name)
+		}
+	}
+}
+
+// TestOwnedValues: the same drift, the same value; status and other
+// owners' fields do not change it, ours do.
+func TestOwnedValues(t *testing.T) {
+	foo := testFoo()
+	base := OwnedValues(foo, rolledOut(foo))
+	same := []func(*appsv1.Deployment){
+		func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 9; d.ResourceVersion = "99" },
+		func(d *appsv1.Deployment) { d.Labels["extra"] = "1" },
+		func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](3) },
+	}
+	for i, change := range same {
+		d := rolledOut(foo)
+		change(d)
+		if got := OwnedValues(foo, d); got != base {
+			t.Errorf("same %d: changed to %s", i, got)
+		}
+	}
+	differ := []func(*appsv1.Deployment){
+		func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) },
+		func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "x:1" },
+		func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{httpPort(1)} },
+		func(d *appsv1.Deployment) { d.Labels[ManagedByLabel] = "someone" },
+		func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, ManagedByLabel) },
+		func(d *appsv1.Deployment) { d.OwnerReferences = nil },
+	}
+	for i, change := range differ {
+		d := rolledOut(foo)
+		change(d)
+		if got := OwnedValues(foo, d); got == base {
+			t.Errorf("differ %d: unchanged", i)
+		}
+	}
+}
