@@ -17,7 +17,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${REPO_ROOT}"
 
 python3 - "$@" <<'PY'
-import os, re, subprocess, sys
+import os, re, shlex, subprocess, sys
 
 files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
                        capture_output=True, text=True, check=True).stdout.split()
@@ -66,7 +66,8 @@ for g in go_files:
 pkgs = {os.path.basename(os.path.dirname(g)) for g in go_files}
 for md in files:
     text = open(md, encoding="utf-8").read()
-    for name in set(re.findall(r"`((?:Test|Fuzz)[A-Z]\w*)`", text)):
+    # A subtest path (`TestX/case`) names TestX.
+    for name in set(re.findall(r"`((?:Test|Fuzz)[A-Z]\w*)(?:/[^`]*)?`", text)):
         if name not in funcs:
             print(f"{md}: names missing test {name}")
             bad += 1
@@ -141,13 +142,14 @@ for md in files:
     lines = open(md, encoding="utf-8").read().split("\n")
     i = 0
     while i < len(lines):
-        m = re.match(r"^(\s*)```(\w*)", lines[i])
+        m = re.match(r"^(\s*)(```|~~~)\s*([\w-]*)", lines[i])
         if not m:
             i += 1
             continue
-        lang, start = m.group(2), i
+        fence, lang, start = m.group(2), m.group(3).lower(), i
+        lang = {"golang": "go", "shell": "sh", "zsh": "sh", "bash": "sh", "shell-session": "console"}.get(lang, lang)
         j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith("```"):
+        while j < len(lines) and not lines[j].strip().startswith(fence):
             j += 1
         block = lines[start + 1:j]
         prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
@@ -170,21 +172,35 @@ for md in files:
             print(f"{md}:{start + 1}: a Go block must be a quote (<!-- quote: PATH -->) or an <!-- example -->")
             bad += 1
         # Commands in shell blocks must name scripts and make targets that exist.
-        if lang in ("sh", "console", "bash"):
+        # Tests they run (-run 'TestA|TestB') must exist too.
+        if lang in ("sh", "console"):
             targets = set(re.findall(r"^([\w-]+):", open("Makefile", encoding="utf-8").read(), re.M))
             for line in block:
                 cmd = line[2:] if lang == "console" and line.startswith("$ ") else line
                 if lang == "console" and not line.startswith("$ "):
                     continue
-                for script in re.findall(r"(?<![\w/.])(hack/[\w./-]+\.(?:sh|py))", cmd):
-                    if not os.path.isfile(script):
+                cmd = cmd.split(" #", 1)[0]  # not the comment
+                for script in re.findall(r"(?<![\w/.])(?:\./)?(hack/[\w./-]*\w)", cmd):
+                    if not os.path.exists(script):
                         print(f"{md}:{start + 1}: runs missing {script}")
                         bad += 1
-                for t in re.findall(r"\bmake((?: [\w-]+(?=\s|$))+)", cmd):
-                    for target in t.split():
-                        if "=" not in target and target not in targets:
+                for rest in re.findall(r"\bmake (.*)", cmd):
+                    try:
+                        args = shlex.split(rest)
+                    except ValueError:
+                        args = rest.split()
+                    for target in args:
+                        if target in ("|", ";", "&&", "||"):
+                            break
+                        if target.startswith("-") or "=" in target:
+                            continue
+                        if target not in targets:
                             print(f"{md}:{start + 1}: runs missing make target {target}")
                             bad += 1
+                for name in re.findall(r"\b((?:Test|Fuzz)[A-Z]\w*)", cmd):
+                    if name not in funcs:
+                        print(f"{md}:{start + 1}: runs missing test {name}")
+                        bad += 1
         i = j + 1
 
 # Log excerpts must come from the code as it is: in a klog line
@@ -196,15 +212,34 @@ for g in go_files:
     if g.endswith("_test.go") or g.startswith("pkg/generated/") or os.path.basename(g).startswith("zz_generated"):
         continue
     ours.setdefault(os.path.basename(g), []).append(g)
+# Keys come from the call or from the logger it was given (LoggerWithValues).
+context_keys = set()
+for g in sum(ours.values(), []):
+    for line in open(g, encoding="utf-8"):
+        if "WithValues(" in line:
+            context_keys.update(re.findall(r'"(\w+)"', line))
 for md in files:
     for n, line in enumerate(open(md, encoding="utf-8"), 1):
-        for base, msg in re.findall(r"\b([a-z_]+\.go):\d+\] \"((?:[^\"\\]|\\.)*)\"", line):
+        for base, msg, rest in re.findall(r"\b([a-z_]+\.go):\d+\] \"((?:[^\"\\]|\\.)*)\"(.*)", line):
             if base not in ours:
                 continue  # client-go's own (reflector.go, round_trippers.go, ...)
             lit = '"' + msg + '"'
-            if not any(lit in open(g, encoding="utf-8").read() for g in ours[base]):
+            # In code, not in a comment: the line with the message, and
+            # the next few of the same call, hold its keys.
+            calls = []
+            for g in ours[base]:
+                src = open(g, encoding="utf-8").read().split("\n")
+                for k, l in enumerate(src):
+                    if lit in l and not l.strip().startswith("//"):
+                        calls.append("\n".join(src[k:k + 4]))
+            if not calls:
                 print(f"{md}:{n}: log line from {base} with a message it no longer logs: {msg}")
                 bad += 1
+                continue
+            for key in re.findall(r"(?:^|\s)(\w+)=", rest):
+                if key not in context_keys and not any(f'"{key}"' in c for c in calls):
+                    print(f"{md}:{n}: log line from {base}: {msg!r} is no longer logged with {key}=")
+                    bad += 1
 
 if bad:
     sys.stdout.flush()

@@ -811,7 +811,9 @@ func TestOwnedValues(t *testing.T) {
 	differ := []func(*appsv1.Deployment){
 		func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) },
 		func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "x:1" },
-		func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{httpPort(1)} },
+		func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{httpPort(1)}
+		},
 		func(d *appsv1.Deployment) { d.Labels[ManagedByLabel] = "someone" },
 		func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, ManagedByLabel) },
 		func(d *appsv1.Deployment) { d.OwnerReferences = nil },
