@@ -146,12 +146,20 @@ func run(in, out string) error {
 }
 
 // cumulative turns sorted event times into a step curve: how many had
-// happened by each time.
+// happened by each time. Past maxSteps events it keeps every k-th (and
+// the last), so that a plot of 100,000 Foos stays a small file.
 func cumulative(ts []float64) plotter.XYs {
-	pts := make(plotter.XYs, 0, 2*len(ts)+1)
+	step := max(1, len(ts)/maxSteps)
+	pts := make(plotter.XYs, 0, 2*len(ts)/step+3)
 	pts = append(pts, plotter.XY{X: 0, Y: 0})
-	for i, t := range ts {
-		pts = append(pts, plotter.XY{X: t, Y: float64(i)}, plotter.XY{X: t, Y: float64(i + 1)})
+	for i := 0; i < len(ts); i += step {
+		if i+step >= len(ts) {
+			i = len(ts) - 1
+		}
+		pts = append(pts, plotter.XY{X: ts[i], Y: pts[len(pts)-1].Y}, plotter.XY{X: ts[i], Y: float64(i + 1)})
 	}
 	return pts
 }
+
+// maxSteps bounds the steps of a curve.
+const maxSteps = 400

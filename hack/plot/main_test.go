@@ -16,6 +16,23 @@ func TestCumulative(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
+	// Many events: few points, still from 0 to the last time and count.
+	ts := make([]float64, 100000)
+	for i := range ts {
+		ts[i] = float64(i) / 1000
+	}
+	got = cumulative(ts)
+	if len(got) > 2*maxSteps+5 {
+		t.Errorf("%d points for %d events", len(got), len(ts))
+	}
+	if last := got[len(got)-1]; last.X != ts[len(ts)-1] || last.Y != float64(len(ts)) {
+		t.Errorf("ends at %v, want (%v, %d)", last, ts[len(ts)-1], len(ts))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].X < got[i-1].X || got[i].Y < got[i-1].Y {
+			t.Fatalf("not a rising step curve at %d: %v then %v", i, got[i-1], got[i])
+		}
+	}
 }
 
 // TestRunDrawsEachReportAndMemory: a convergence plot per N with series,
