@@ -150,9 +150,11 @@ func TestRenameDeployment(t *testing.T) {
 		_, err := s.getDeployment("old-name")
 		return apierrors.IsNotFound(err), fmt.Sprintf("get old-name: %v", err)
 	})
-	if ev := s.fooEvents("web"); ev["Pruned"] != 1 || ev["Created"] != 2 {
-		t.Errorf("events: %v, want Created×2 and Pruned×1", ev)
-	}
+	// Events are sent after the delete, asynchronously.
+	s.eventually(30*time.Second, "Created×2 and Pruned×1 Events", func() (bool, string) {
+		ev := s.fooEvents("web")
+		return ev["Pruned"] == 1 && ev["Created"] == 2, fmt.Sprintf("events %v", ev)
+	})
 }
 
 // TestLeftoverRestoredLaterIsPruned: a Deployment controlled by the Foo
@@ -180,9 +182,11 @@ func TestLeftoverRestoredLaterIsPruned(t *testing.T) {
 		_, err := s.getDeployment("old-name")
 		return apierrors.IsNotFound(err), fmt.Sprintf("get old-name: %v", err)
 	})
-	if ev := s.fooEvents("web"); ev["Pruned"] != 1 {
-		t.Errorf("events: %v, want Pruned×1", ev)
-	}
+	// Events are sent after the delete, asynchronously.
+	s.eventually(30*time.Second, "one Pruned Event", func() (bool, string) {
+		ev := s.fooEvents("web")
+		return ev["Pruned"] == 1, fmt.Sprintf("events %v", ev)
+	})
 	s.waitConverged("web", time.Minute)
 }
 
