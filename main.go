@@ -59,6 +59,7 @@ type options struct {
 
 	metricsAddr string
 	probeAddr   string
+	profiling   bool
 	logging     *logsapi.LoggingConfiguration
 }
 
@@ -116,6 +117,7 @@ func parseFlags(args []string) (options, error) {
 		"How often candidates try to acquire, and the leader to renew, the Lease.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
+	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's profiles (/debug/pprof/) beside /metrics, to measure memory and CPU at scale.")
 	fs.SetOutput(io.Discard) // errors are reported once by main, not with the usage text
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -307,9 +309,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
 		return err
 	}
-	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", metrics.MetricsHandler())
-	if err := metrics.Serve(ctx, "metrics", o.metricsAddr, metricsMux); err != nil {
+	if err := metrics.Serve(ctx, "metrics", o.metricsAddr, metrics.MetricsMux(o.profiling)); err != nil {
 		return err
 	}
 

@@ -295,8 +295,9 @@ func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, 
 
 // overriddenState identifies what the API server made of a correction it
 // did not keep (a mutating admission policy rewrote our fields), for one
-// spec of one Foo: the values of every field we own (plan.OwnedValues), so that
-// the Deployment controller's status writes do not count as a change.
+// spec of one Foo: the values of every field we own (plan.OwnedValues),
+// so that the Deployment controller's status writes do not count as a
+// change.
 type overriddenState struct {
 	uid        types.UID
 	generation int64

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -20,6 +21,23 @@ type Check struct {
 
 // MetricsHandler serves the registered metrics in the Prometheus text format.
 func MetricsHandler() http.Handler { return legacyregistry.Handler() }
+
+// MetricsMux serves /metrics and, with profiling, Go's profiles under
+// /debug/pprof/ (heap, goroutines, CPU), for measuring the controller at
+// scale. Off by default: profiles show the process's internals to anyone
+// who can reach the port.
+func MetricsMux(profiling bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", MetricsHandler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
 
 // ProbeHandler answers 200 "ok" when every check passes, else 500 with the
 // failing checks, one per line (what kubelet logs on a failed probe).

@@ -69,3 +69,20 @@ func TestMetricsHandlerParses(t *testing.T) {
 		t.Error("foo_controller_build_info missing")
 	}
 }
+
+// TestMetricsMuxProfiling: Go's profiles are served only when asked for.
+func TestMetricsMuxProfiling(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		MetricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?debug=1", nil))
+		served := rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "heap profile")
+		if served != profiling {
+			t.Errorf("profiling=%v: /debug/pprof/heap answered %d", profiling, rec.Code)
+		}
+		rec = httptest.NewRecorder()
+		MetricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("profiling=%v: /metrics answered %d", profiling, rec.Code)
+		}
+	}
+}
