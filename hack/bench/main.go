@@ -44,6 +44,7 @@ type options struct {
 	idle        time.Duration
 	concurrency int
 	timeout     time.Duration
+	heapProfile bool
 	// controller holds extra controller flags and environment, for
 	// experiments only: the figures in docs/performance.md are for the
 	// defaults.
@@ -90,6 +91,8 @@ func main() {
 		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
+	flag.BoolVar(&o.heapProfile, "heap-profile", false,
+		"Run the controller with -profiling and save its heap profile after the idle window to _output/heap-N.pb.gz (first repeat).")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
 	flag.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
@@ -101,6 +104,9 @@ func main() {
 			return nil
 		})
 	flag.Parse()
+	if o.heapProfile {
+		o.controller.args = append(o.controller.args, "-profiling")
+	}
 	if len(o.ns) == 0 {
 		o.ns = []int{200}
 	}
@@ -306,6 +312,13 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		return nil, nil, err
 	}
 	merge(all, idl)
+	if o.heapProfile && r == 0 {
+		path := fmt.Sprintf("_output/heap-%d.pb.gz", n)
+		if err := ctrl.saveHeapProfile(path); err != nil {
+			return nil, nil, err
+		}
+		progress("heap profile of the steady state written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
+	}
 	ed, err := editOne(ctx, c, ns)
 	if err != nil {
 		return nil, nil, err

@@ -275,3 +275,26 @@ func (c *controllerProc) settle(quiet, max time.Duration) (sample, error) {
 	}
 	return last, nil
 }
+
+// saveHeapProfile writes the controller's heap profile (it must run with
+// -profiling) to path, after a GC so that it shows what is live.
+func (c *controllerProc) saveHeapProfile(path string) error {
+	client := http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get("http://" + c.metricsAddr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: HTTP %d (is the controller running with -profiling?)", resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
