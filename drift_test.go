@@ -401,7 +401,8 @@ func TestSyncStrayPortPatchRefusedIsReported(t *testing.T) {
 // TestSyncDoesNotFightWhatTheAPIServerKeeps: a mutating admission policy
 // rewrites our image on every write. The controller corrects once; the
 // Deployment the API server returned (and whose event brings the Foo back)
-// is not corrected again, for that spec, until someone else changes it.
+// is not corrected again, for that spec, until someone else changes it or
+// overriddenRetry has passed.
 func TestSyncDoesNotFightWhatTheAPIServerKeeps(t *testing.T) {
 	foo := newFoo("a", 2)
 	dep := ownedDeployment(foo)
@@ -428,7 +429,21 @@ func TestSyncDoesNotFightWhatTheAPIServerKeeps(t *testing.T) {
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
 
+	// Long after, the correction is tried once more (the policy may be
+	// gone), then left alone again.
+	f.clock.Step(overriddenRetry)
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	f.kubeclient.ClearActions()
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
 	// Someone else changes it: corrected again.
+	f.kubeclient.ClearActions()
 	f.deploymentChanged(kept, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)

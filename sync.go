@@ -160,7 +160,8 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		return plan.Observation{Deployment: dep}, syncResult{}, nil
 	}
 	key := cache.MetaObjectToName(foo)
-	if last, ok := c.overridden.Load(key); ok && last.(overriddenState) == overriddenOf(foo, dep) {
+	if last, ok := c.overridden.Load(key); ok && last.(overridden).state == overriddenOf(foo, dep) &&
+		c.clock.Since(last.(overridden).at) < overriddenRetry {
 		// This is what the API server made of our last correction, for
 		// this spec, and nobody has changed what we own since: correcting
 		// it again would only be overridden again, and our own write's
@@ -201,7 +202,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	if still := plan.Drift(foo, updated); len(still) > 0 {
 		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
 			"deployment", klog.KObj(updated), "fields", still)
-		c.overridden.Store(key, overriddenOf(foo, updated))
+		c.overridden.Store(key, overridden{state: overriddenOf(foo, updated), at: c.clock.Now()})
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
 			return plan.Observation{Deployment: updated}, syncResult{}, nil
@@ -307,6 +308,19 @@ type overriddenState struct {
 func overriddenOf(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) overriddenState {
 	return overriddenState{uid: foo.UID, generation: foo.Generation, owned: plan.OwnedValues(foo, dep)}
 }
+
+// overridden is what c.overridden holds: the state, and when it was seen.
+type overridden struct {
+	state overriddenState
+	at    time.Time
+}
+
+// overriddenRetry is how long a correction the API server did not keep
+// is left alone. Then, at the next sync (a resync at the latest), it is
+// tried once more: if the policy that rewrote it is gone, the Deployment
+// gets our fields back without anyone touching the Foo; if not, that is
+// one more write per Foo per period.
+const overriddenRetry = 10 * time.Minute
 
 // prunedSpec is what a Foo declared when pruneDeployments last finished for
 // it.
