@@ -139,17 +139,7 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 	}
 
 	// A foreign Deployment with an "http" port: the probe for the policy.
-	probe := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27",
-					Ports: []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 80}}}}},
-			},
-		},
-	}
+	probe := probeDeployment(corev1.ContainerPort{Name: plan.PortName, ContainerPort: 80})
 	if _, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probe, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,17 +264,7 @@ func TestMutatingPolicyRewritesOurPort(t *testing.T) {
 	t.Cleanup(func() {
 		_ = adm.MutatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	probe := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27",
-					Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}},
-			},
-		},
-	}
+	probe := probeDeployment(corev1.ContainerPort{ContainerPort: 80})
 	s.eventually(30*time.Second, "the mutating policy to be in force", func() (bool, string) {
 		d, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -329,4 +309,20 @@ func TestMutatingPolicyRewritesOurPort(t *testing.T) {
 		t.Errorf("events %v: want none for what the API server does", ev)
 	}
 	t.Logf("settled: 0 writes in 10 s, generation %d", after.Generation)
+}
+
+// probeDeployment is a Deployment of nobody's, named "probe", whose one
+// container declares port: what the tests try an admission policy on.
+func probeDeployment(port corev1.ContainerPort) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "probe"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "probe"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx:1.27",
+					Ports: []corev1.ContainerPort{port}}}},
+			},
+		},
+	}
 }
