@@ -4,12 +4,18 @@
 // process. managedFields (server-side apply's field ownership records) are
 // often the largest part of an object and the controller never reads them,
 // nor kubectl's last-applied-configuration annotation: dropping both before
-// caching is the cheapest memory saving a controller can make.
+// caching is the cheapest memory saving a controller can make. A
+// Deployment is cut further, to what the controller reads of it
+// (plan.CachedDeployment): most of one is defaults that only other
+// controllers read.
 package cachetrim
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"example.com/foo-controller/pkg/plan"
 )
 
 // lastApplied is the annotation `kubectl apply` (client-side) writes: a full
@@ -17,12 +23,16 @@ import (
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Transform is a cache.TransformFunc that drops what the controller never
-// reads. It modifies the object in place, which a transform may do: the
-// informer has not shared it with anyone yet.
+// reads. It modifies the object in place, or returns a smaller one in its
+// place, which a transform may do: the informer has not shared it with
+// anyone yet.
 func Transform(obj any) (any, error) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		trimmed, err := Transform(tomb.Obj)
 		return cache.DeletedFinalStateUnknown{Key: tomb.Key, Obj: trimmed}, err
+	}
+	if dep, ok := obj.(*appsv1.Deployment); ok {
+		return plan.CachedDeployment(dep), nil
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)

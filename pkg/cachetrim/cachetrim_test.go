@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-func fat() *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+func fat() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name:          "d",
 		Annotations:   map[string]string{lastApplied: `{"big":"json"}`, "keep": "me"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
@@ -22,7 +23,7 @@ func TestTransform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := out.(*appsv1.Deployment)
+	d := out.(*corev1.ConfigMap)
 	if d.ManagedFields != nil {
 		t.Error("managedFields kept")
 	}
@@ -40,7 +41,7 @@ func TestTransformTombstone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tomb := out.(cache.DeletedFinalStateUnknown)
-	if tomb.Key != "ns/d" || tomb.Obj.(*appsv1.Deployment).ManagedFields != nil {
+	if tomb.Key != "ns/d" || tomb.Obj.(*corev1.ConfigMap).ManagedFields != nil {
 		t.Errorf("tombstone: %+v", tomb)
 	}
 }
@@ -48,5 +49,27 @@ func TestTransformTombstone(t *testing.T) {
 func TestTransformLeavesOtherValues(t *testing.T) {
 	if out, err := Transform("not an object"); err != nil || out != "not an object" {
 		t.Errorf("got %v, %v", out, err)
+	}
+}
+
+// A Deployment is replaced by what the controller reads of it; what that
+// is, and that it hides no drift, is tested with plan.CachedDeployment.
+func TestTransformCutsDeployments(t *testing.T) {
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "d", Annotations: map[string]string{"a": "b"}},
+		Spec:       appsv1.DeploymentSpec{RevisionHistoryLimit: new(int32)},
+	}
+	for _, obj := range []any{dep, cache.DeletedFinalStateUnknown{Key: "ns/d", Obj: dep}} {
+		out, err := Transform(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tomb, ok := out.(cache.DeletedFinalStateUnknown); ok {
+			out = tomb.Obj
+		}
+		d := out.(*appsv1.Deployment)
+		if d.Name != "d" || d.Annotations != nil || d.Spec.RevisionHistoryLimit != nil {
+			t.Errorf("%T: got %+v", obj, d)
+		}
 	}
 }

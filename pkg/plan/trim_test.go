@@ -1,0 +1,264 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/proptest"
+)
+
+// edits are what other writers (people, admission policies, the Deployment
+// controller) do to a Deployment, including to fields this package does not
+// read today: if it starts to, and CachedDeployment drops them, the
+// property below fails.
+var edits = []struct {
+	name string
+	edit func(r *rand.Rand, d *appsv1.Deployment)
+}{
+	{"replicas", func(r *rand.Rand, d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(r.Int32N(5)) }},
+	{"image", func(r *rand.Rand, d *appsv1.Deployment) { ours(d, func(c *corev1.Container) { c.Image = "busybox:1" }) }},
+	{"port added", func(r *rand.Rand, d *appsv1.Deployment) {
+		ours(d, func(c *corev1.Container) {
+			c.Ports = append(c.Ports, corev1.ContainerPort{
+				Name: oneOf(r, "", PortName, "metrics"), ContainerPort: 1 + r.Int32N(3),
+				Protocol: oneOf(r, corev1.ProtocolTCP, corev1.ProtocolUDP),
+			})
+		})
+	}},
+	{"ports removed", func(r *rand.Rand, d *appsv1.Deployment) { ours(d, func(c *corev1.Container) { c.Ports = nil }) }},
+	{"port re-keyed", func(r *rand.Rand, d *appsv1.Deployment) {
+		ours(d, func(c *corev1.Container) {
+			for i := range c.Ports {
+				c.Ports[i].ContainerPort++
+			}
+		})
+	}},
+	{"port protocol", func(r *rand.Rand, d *appsv1.Deployment) {
+		ours(d, func(c *corev1.Container) {
+			for i := range c.Ports {
+				c.Ports[i].Protocol = corev1.ProtocolUDP
+			}
+		})
+	}},
+	{"host port", func(r *rand.Rand, d *appsv1.Deployment) {
+		ours(d, func(c *corev1.Container) {
+			for i := range c.Ports {
+				c.Ports[i].HostPort = 8080
+			}
+		})
+	}},
+	{"sidecar first", func(r *rand.Rand, d *appsv1.Deployment) {
+		s := &d.Spec.Template.Spec
+		s.Containers = append([]corev1.Container{{Name: "sidecar", Image: "envoy:1",
+			Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: 1, Protocol: corev1.ProtocolTCP}}}}, s.Containers...)
+	}},
+	{"container renamed", func(r *rand.Rand, d *appsv1.Deployment) { ours(d, func(c *corev1.Container) { c.Name = "main" }) }},
+	{"container env, resources, pull policy", func(r *rand.Rand, d *appsv1.Deployment) {
+		ours(d, func(c *corev1.Container) {
+			c.Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+			c.ImagePullPolicy = corev1.PullNever
+			c.Command = []string{"sleep"}
+		})
+	}},
+	{"label removed", func(r *rand.Rand, d *appsv1.Deployment) { delete(d.Labels, oneOf(r, FooUIDLabel, ManagedByLabel)) }},
+	{"label changed", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Labels = with(d.Labels, oneOf(r, FooUIDLabel, ManagedByLabel), "x")
+	}},
+	{"label added", func(r *rand.Rand, d *appsv1.Deployment) { d.Labels = with(d.Labels, "team", "a") }},
+	{"template label changed", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Spec.Template.Labels = with(d.Spec.Template.Labels, oneOf(r, FooUIDLabel, ManagedByLabel, "team"), "x")
+	}},
+	{"selector changed", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: with(d.Spec.Selector.MatchLabels, "team", "a")}
+	}},
+	{"selector expression", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Spec.Selector = d.Spec.Selector.DeepCopy()
+		d.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpExists}}
+	}},
+	{"owner reference added first", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.OwnerReferences = append([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}}, d.OwnerReferences...)
+	}},
+	{"owner references removed", func(r *rand.Rand, d *appsv1.Deployment) { d.OwnerReferences = nil }},
+	{"not the controller", func(r *rand.Rand, d *appsv1.Deployment) {
+		for i := range d.OwnerReferences {
+			d.OwnerReferences[i].Controller = ptr.To(false)
+		}
+	}},
+	{"owner UID", func(r *rand.Rand, d *appsv1.Deployment) {
+		for i := range d.OwnerReferences {
+			d.OwnerReferences[i].UID = "another"
+		}
+	}},
+	{"annotations, finalizers", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "3"}
+		d.Finalizers = []string{"example.com/keep"}
+	}},
+	{"deleting", func(r *rand.Rand, d *appsv1.Deployment) { d.DeletionTimestamp = ptr.To(metav1.Now()) }},
+	{"new generation", func(r *rand.Rand, d *appsv1.Deployment) { d.Generation++ }},
+	{"strategy, pod spec", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
+		d.Spec.Strategy.RollingUpdate = nil
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](1)
+		d.Spec.Template.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	}},
+	{"status", func(r *rand.Rand, d *appsv1.Deployment) {
+		n := func() int32 { return r.Int32N(4) }
+		status := func() corev1.ConditionStatus { return oneOf(r, corev1.ConditionTrue, corev1.ConditionFalse) }
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation - r.Int64N(2),
+			Replicas: n(), UpdatedReplicas: n(), ReadyReplicas: n(), AvailableReplicas: n(), UnavailableReplicas: n(),
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: status(), Reason: "MinimumReplicasAvailable", Message: "m"},
+				{Type: appsv1.DeploymentProgressing, Status: status(),
+					Reason:  oneOf(r, "ProgressDeadlineExceeded", "NewReplicaSetAvailable", "ReplicaSetUpdated"),
+					Message: "m", LastUpdateTime: metav1.Now()},
+				{Type: appsv1.DeploymentReplicaFailure, Status: status(), Reason: "FailedCreate"},
+			}}
+	}},
+}
+
+// ours calls edit with the controller's container of d, if it has one.
+func ours(d *appsv1.Deployment, edit func(c *corev1.Container)) {
+	for i := range d.Spec.Template.Spec.Containers {
+		if d.Spec.Template.Spec.Containers[i].Name == ContainerName {
+			edit(&d.Spec.Template.Spec.Containers[i])
+		}
+	}
+}
+
+// with returns a copy of m with k set to v: maps of a Deployment may be
+// shared (see CachedDeployment), so an edit never writes into one.
+func with(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for mk, mv := range m {
+		if mk != k {
+			out[mk] = mv
+		}
+	}
+	return out
+}
+
+func oneOf[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choices))] }
+
+// reads is everything the controller computes from a Deployment: this
+// package's functions that take one, for each kind of observation, and the
+// fields sync.go, finalize.go and handlers.go read directly. A Deployment
+// and its CachedDeployment must give the same reads.
+func reads(foo *samplev1alpha1.Foo, d *appsv1.Deployment) map[string]any {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	out := map[string]any{
+		"Drift":                   Drift(foo, d),
+		"OwnedValues":             OwnedValues(foo, d),
+		"RemovingStraysConverges": RemovingStraysConverges(foo, d),
+		"Classify":                Classify(d, foo),
+		"ControllerFoo":           ControllerFoo(d),
+		"IsControlledBy":          IsControlledBy(d, foo.UID),
+		"meta": []any{d.Name, d.Namespace, d.UID, d.ResourceVersion, d.Generation,
+			d.DeletionTimestamp, d.Spec.Replicas},
+	}
+	patch, ok, err := StrayEntriesPatch(foo, d)
+	out["StrayEntriesPatch"] = []any{string(patch), ok, err}
+	patch, ok, err = RemoveControllerRefPatch(d, foo.UID)
+	out["RemoveControllerRefPatch"] = []any{string(patch), ok, err}
+	for _, obs := range []Observation{{Deployment: d}, {Deployment: d, Conflict: true}, {Deployment: d, Waiting: true}} {
+		out[fmt.Sprintf("Status(conflict=%v,waiting=%v)", obs.Conflict, obs.Waiting)] = Status(foo, obs, now)
+	}
+	return out
+}
+
+// FuzzCachedDeploymentHidesNothing: the controller reads the same from a
+// Deployment and from what its cache keeps of it (CachedDeployment), for a
+// random Foo, the Deployment it declares (or another Foo's, or one of the
+// same name and another UID) and random edits by other writers. If a
+// dropped field hid a drift, the controller would never put it back.
+//
+// `go test` runs 2,000 seeds; `go test -fuzz=FuzzCachedDeploymentHidesNothing ./pkg/plan/`
+// searches further.
+func FuzzCachedDeploymentHidesNothing(f *testing.F) {
+	for seed := range uint64(2000) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		foo := proptest.Foo(r, "ns")
+		owner := foo
+		switch r.IntN(4) {
+		case 0: // another Foo's Deployment
+			owner = proptest.Foo(r, "ns")
+		case 1: // the Deployment of a deleted Foo of the same name
+			owner = foo.DeepCopy()
+			owner.UID = types.UID(fmt.Sprintf("%s-old", foo.UID))
+		}
+		d, err := proptest.Served(DesiredDeployment(owner))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var applied []string
+		for range r.IntN(6) {
+			e := edits[r.IntN(len(edits))]
+			e.edit(r, d)
+			applied = append(applied, e.name)
+		}
+		before, _ := json.Marshal(d)
+		cached := CachedDeployment(d)
+		if after, _ := json.Marshal(d); string(after) != string(before) {
+			t.Fatalf("CachedDeployment changed its argument")
+		}
+		want, got := reads(foo, d), reads(foo, cached)
+		for k := range want {
+			if !reflect.DeepEqual(got[k], want[k]) {
+				t.Errorf("edits %q: %s differs on the cached Deployment:\n got: %#v\nwant: %#v", applied, k, got[k], want[k])
+			}
+		}
+	})
+}
+
+// TestCachedDeploymentDrops: the property above would hold for a
+// CachedDeployment that kept everything; this shows it keeps little.
+func TestCachedDeploymentDrops(t *testing.T) {
+	foo := proptest.Foo(rand.New(rand.NewPCG(1, 1)), "ns")
+	foo.Spec.ContainerPort = ptr.To[int32](80)
+	d, err := proptest.Served(DesiredDeployment(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1,
+		AvailableReplicas: 1, UnavailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable", Message: "m"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated", Message: "m",
+				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()},
+		}}
+	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "foo-controller"}}
+	c := CachedDeployment(d)
+
+	// What is left, as JSON, is exactly this:
+	got, _ := json.Marshal(c)
+	want := fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","uid":"00000000-0000-4000-8000-000000000001",`+
+		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},`+
+		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
+		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q}},`+
+		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],"resources":{}}]}},"strategy":{}},`+
+		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
+		`"conditions":[{"type":"Progressing","status":"True","lastUpdateTime":null,"lastTransitionTime":null,"reason":"ReplicaSetUpdated"}]}}`,
+		d.Name, ManagedByLabel, FooUIDLabel, foo.UID, foo.Name, foo.UID, Replicas(foo), FooUIDLabel, foo.UID,
+		ManagedByLabel, FooUIDLabel, foo.UID, Image(foo))
+	if string(got) != want {
+		t.Errorf("cached Deployment:\n got: %s\nwant: %s", got, want)
+	}
+	if reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
+		t.Errorf("equal metadata and template labels are not one map")
+	}
+}
