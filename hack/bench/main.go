@@ -92,7 +92,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
 	flag.BoolVar(&o.heapProfile, "heap-profile", false,
-		"Run the controller with -profiling and save its heap profile after the idle window to _output/heap-N.pb.gz (first repeat).")
+		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
 	flag.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
@@ -104,9 +104,9 @@ func main() {
 			return nil
 		})
 	flag.Parse()
-	if o.heapProfile {
-		o.controller.args = append(o.controller.args, "-profiling")
-	}
+	// The bench forces garbage collections through the profiles to
+	// measure the live heap (controllerProc.liveHeap).
+	o.controller.args = append(o.controller.args, "-profiling")
 	if len(o.ns) == 0 {
 		o.ns = []int{200}
 	}
@@ -266,10 +266,13 @@ func slopes(reps []report) figures {
 		return out
 	}
 	for key, mb := range map[string]string{
-		"steady_rss_bytes_per_foo":  "steady_rss_mb",
-		"steady_anon_bytes_per_foo": "steady_rss_anon_mb",
-		"steady_heap_bytes_per_foo": "steady_heap_inuse_mb",
-		"peak_rss_bytes_per_foo":    "peak_rss_mb",
+		"steady_rss_bytes_per_foo":   "steady_rss_mb",
+		"steady_anon_bytes_per_foo":  "steady_rss_anon_mb",
+		"steady_heap_bytes_per_foo":  "steady_heap_inuse_mb",
+		"peak_rss_bytes_per_foo":     "peak_rss_mb",
+		"live_heap_bytes_per_foo":    "live_heap_mb",
+		"restart_rss_bytes_per_foo":  "restart_rss_mb",
+		"restart_live_bytes_per_foo": "restart_live_heap_mb",
 	} {
 		out[key] = (hi.Median[mb] - lo.Median[mb]) * (1 << 20) / dn
 	}
@@ -278,9 +281,10 @@ func slopes(reps []report) figures {
 
 func printSlopes(w io.Writer, out results) {
 	s := out.Slopes
-	_, _ = fmt.Fprintf(w, "\nmemory per Foo (and its Deployment), from N=%.0f to N=%.0f: steady RSS %.0f B, of which anonymous %.0f B; Go heap %.0f B; peak RSS %.0f B (target: steady <= 4096 B)\n",
+	_, _ = fmt.Fprintf(w, "\nmemory per Foo (and its Deployment), from N=%.0f to N=%.0f: steady RSS %.0f B, of which anonymous %.0f B; Go heap %.0f B, live %.0f B; peak RSS %.0f B; restarted: RSS %.0f B, live heap %.0f B (target: steady <= 4096 B)\n",
 		s["n_low"], s["n_high"], s["steady_rss_bytes_per_foo"], s["steady_anon_bytes_per_foo"],
-		s["steady_heap_bytes_per_foo"], s["peak_rss_bytes_per_foo"])
+		s["steady_heap_bytes_per_foo"], s["live_heap_bytes_per_foo"], s["peak_rss_bytes_per_foo"],
+		s["restart_rss_bytes_per_foo"], s["restart_live_bytes_per_foo"])
 }
 
 // once is one repeat: converge, idle, restart, then the floor.
@@ -312,12 +316,19 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		return nil, nil, err
 	}
 	merge(all, idl)
-	if o.heapProfile && r == 0 {
-		path := fmt.Sprintf("_output/heap-%d.pb.gz", n)
-		if err := ctrl.saveHeapProfile(path); err != nil {
-			return nil, nil, err
+	profile := func(suffix string) string {
+		if !o.heapProfile || r > 0 {
+			return ""
 		}
-		progress("heap profile of the steady state written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
+		return fmt.Sprintf("_output/heap-%d%s.pb.gz", n, suffix)
+	}
+	live, err := ctrl.liveHeap(profile(""))
+	if err != nil {
+		return nil, nil, err
+	}
+	all["live_heap_mb"] = live / (1 << 20)
+	if path := profile(""); path != "" {
+		progress("heap profile after the idle window written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
 	}
 	ed, err := editOne(ctx, c, ns)
 	if err != nil {
@@ -337,6 +348,18 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if rss, err := ctrl.peakRSS(); err == nil {
 		all["restart_peak_rss_mb"] = float64(rss) / (1 << 20)
 	}
+	// The restarted process holds the same caches without what converging
+	// left behind (the Events' series cache, which client-go keeps for 6
+	// to 12 minutes; our writes' copies; maps grown to the burst's size):
+	// what a replica that has run for a while holds.
+	if mem, err := ctrl.memStatus(); err == nil {
+		all["restart_rss_mb"] = float64(mem["VmRSS"]) / (1 << 20)
+	}
+	live, err = ctrl.liveHeap(profile("-restart"))
+	if err != nil {
+		return nil, nil, err
+	}
+	all["restart_live_heap_mb"] = live / (1 << 20)
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
@@ -429,6 +452,9 @@ func printTable(w io.Writer, rep report) {
 		{"steady RSS after idle (MB)", "steady_rss_mb", "", "", nil},
 		{"  of which anonymous (RssAnon)", "steady_rss_anon_mb", "", "", nil},
 		{"  Go heap in use (MB)", "steady_heap_inuse_mb", "", "", nil},
+		{"  live heap, after a GC (MB)", "live_heap_mb", "", "", nil},
+		{"RSS restarted, keys processed (MB)", "restart_rss_mb", "", "", nil},
+		{"  live heap, after a GC (MB)", "restart_live_heap_mb", "", "", nil},
 		{"peak RSS after restart (MB)", "restart_peak_rss_mb", "", "<= 1.5x steady", func(v, _ float64) bool { return v <= 1.5*m["steady_rss_mb"] }},
 		{"rate-limiter wait per Foo (s)", "ratelimit_wait_s_per_foo", "", "", nil},
 		{"workqueue depth max (5s samples)", "workqueue_depth_max", "", "", nil},

@@ -276,25 +276,36 @@ func (c *controllerProc) settle(quiet, max time.Duration) (sample, error) {
 	return last, nil
 }
 
-// saveHeapProfile writes the controller's heap profile (it must run with
-// -profiling) to path, after a GC so that it shows what is live.
-func (c *controllerProc) saveHeapProfile(path string) error {
+// liveHeap forces a garbage collection in the controller (through its
+// heap profile: the bench runs it with -profiling) and returns the Go heap
+// still allocated after it: what the process holds, without the garbage
+// the collector had not reclaimed yet. With path set, the profile is
+// saved there too.
+func (c *controllerProc) liveHeap(path string) (float64, error) {
 	client := http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Get("http://" + c.metricsAddr + "/debug/pprof/heap?gc=1")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("heap profile: HTTP %d (is the controller running with -profiling?)", resp.StatusCode)
+		return 0, fmt.Errorf("heap profile: HTTP %d (is the controller running with -profiling?)", resp.StatusCode)
 	}
-	f, err := os.Create(path)
+	out := io.Discard
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = f.Close() }()
+		out = f
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return 0, err
+	}
+	s, err := c.scrape()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	return s.sum("go_memstats_heap_alloc_bytes"), nil
 }

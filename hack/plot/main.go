@@ -113,6 +113,8 @@ func run(in, out string) error {
 		{"steady_heap_inuse_mb", "steady Go heap in use"},
 		{"peak_rss_mb", "peak RSS while converging"},
 		{"restart_peak_rss_mb", "peak RSS of a restart"},
+		{"live_heap_mb", "live Go heap (converged, idle, after a GC)"},
+		{"restart_live_heap_mb", "live Go heap (restarted, after a GC)"},
 	}
 	reps := slices.Clone(res.Reports)
 	slices.SortFunc(reps, func(a, b report) int { return a.N - b.N })
