@@ -7,7 +7,8 @@
 // caching is the cheapest memory saving a controller can make. A
 // Deployment is cut further, to what the controller reads of it
 // (plan.CachedDeployment): most of one is defaults that only other
-// controllers read.
+// controllers read. Strings that repeat across objects (namespaces, kinds,
+// label keys, condition reasons) are interned (plan.CachedFoo).
 package cachetrim
 
 import (
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -33,6 +35,9 @@ func Transform(obj any) (any, error) {
 	}
 	if dep, ok := obj.(*appsv1.Deployment); ok {
 		return plan.CachedDeployment(dep), nil
+	}
+	if foo, ok := obj.(*samplev1alpha1.Foo); ok {
+		obj = plan.CachedFoo(foo)
 	}
 	if m, ok := obj.(metav1.Object); ok {
 		m.SetManagedFields(nil)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -260,5 +261,61 @@ func TestCachedDeploymentDrops(t *testing.T) {
 	}
 	if reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
 		t.Errorf("equal metadata and template labels are not one map")
+	}
+}
+
+// Decoded objects each hold their own copy of every string; the cached
+// ones share the copies of the strings that repeat, and are otherwise
+// unchanged.
+func TestCachedObjectsShareRepeatedStrings(t *testing.T) {
+	same := func(what, a, b string) {
+		t.Helper()
+		if a != b || unsafe.StringData(a) != unsafe.StringData(b) {
+			t.Errorf("%s: %q and %q are not one string", what, a, b)
+		}
+	}
+	foo := proptest.Foo(rand.New(rand.NewPCG(2, 2)), "ns")
+	foo.APIVersion, foo.Kind = "samplecontroller.example.com/v1alpha1", "Foo"
+	foo.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "True", Reason: "DeploymentAvailable", Message: "1 of 1 replicas available"}}
+	raw, _ := json.Marshal(foo)
+	decode := func() *samplev1alpha1.Foo {
+		f := &samplev1alpha1.Foo{}
+		if err := json.Unmarshal(raw, f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	a, b := CachedFoo(decode()), CachedFoo(decode())
+	if got, _ := json.Marshal(a); string(got) != string(raw) {
+		t.Errorf("CachedFoo changed the Foo:\n got: %s\nwant: %s", got, raw)
+	}
+	same("apiVersion", a.APIVersion, b.APIVersion)
+	same("namespace", a.Namespace, b.Namespace)
+	same("image", a.Spec.Image, b.Spec.Image)
+	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
+	same("condition message", a.Status.Conditions[0].Message, b.Status.Conditions[0].Message)
+
+	dep, err := proptest.Served(DesiredDeployment(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = json.Marshal(dep)
+	decodeDep := func() *appsv1.Deployment {
+		d := &appsv1.Deployment{}
+		if err := json.Unmarshal(raw, d); err != nil {
+			t.Fatal(err)
+		}
+		return CachedDeployment(d)
+	}
+	c, d := decodeDep(), decodeDep()
+	same("namespace", c.Namespace, d.Namespace)
+	same("owner kind", c.OwnerReferences[0].Kind, d.OwnerReferences[0].Kind)
+	same("image", c.Spec.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image)
+	for k := range c.Labels {
+		for l := range d.Labels {
+			if k == l {
+				same("label key", k, l)
+			}
+		}
 	}
 }
