@@ -234,7 +234,9 @@ healthz() { "${KUBECTL[@]}" --server="https://127.0.0.1:$1" get --raw=/healthz; 
 # --- etcd -------------------------------------------------------------------
 # Plain HTTP is fine: it listens on loopback only and only the apiserver talks
 # to it. --unsafe-no-fsync trades crash safety (irrelevant for throwaway test
-# state) for much faster writes.
+# state) for much faster writes. --quota-backend-bytes raises etcd's 2 GiB
+# default, which a bench of 100,000 Foos (with their Deployments,
+# ReplicaSets and Events, twice over with the floor's) could fill.
 start etcd \
   --name=local \
   --data-dir="$STATE_DIR/etcd" \
@@ -243,7 +245,8 @@ start etcd \
   --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
-  --unsafe-no-fsync=true
+  --unsafe-no-fsync=true \
+  --quota-backend-bytes=$((8 << 30))
 wait_for etcd "port $ETCD_PORT" port_in_use "$ETCD_PORT"
 
 # --- kube-apiserver ---------------------------------------------------------

@@ -90,7 +90,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 2*time.Minute+10*time.Second,
 		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
-	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging after this long.")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
 	flag.BoolVar(&o.heapProfile, "heap-profile", false,
 		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
@@ -363,20 +363,20 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
-	if err := deleteNamespace(ctx, c, ns); err != nil {
+	if err := deleteNamespace(ctx, c, ns, o.timeout); err != nil {
 		return nil, nil, err
 	}
 	fns := "bench-floor-" + suffix
 	if err := newNamespace(ctx, c, fns); err != nil {
 		return nil, nil, err
 	}
-	fl, flSer, err := floor(ctx, c, fns, n, int32(o.replicas), o.concurrency)
+	fl, flSer, err := floor(ctx, c, fns, n, int32(o.replicas), o.concurrency, o.timeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	merge(all, fl)
 	maps.Copy(ser, flSer)
-	if err := deleteNamespace(ctx, c, fns); err != nil {
+	if err := deleteNamespace(ctx, c, fns, o.timeout); err != nil {
 		return nil, nil, err
 	}
 	return all, ser, nil

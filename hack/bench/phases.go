@@ -89,7 +89,7 @@ func newNamespace(ctx context.Context, c clients, name string) error {
 
 // deleteNamespace deletes it and waits until it is gone, so that its
 // garbage collection does not load the next phase.
-func deleteNamespace(ctx context.Context, c clients, name string) error {
+func deleteNamespace(ctx context.Context, c clients, name string, timeout time.Duration) error {
 	start := time.Now()
 	err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
@@ -98,7 +98,7 @@ func deleteNamespace(ctx context.Context, c clients, name string) error {
 	if err != nil {
 		return err
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		_, err := c.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -438,7 +438,7 @@ func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath
 // replicas needs at the least: n Deployment creates and n Foo status
 // writes, with the same concurrency as the Foo creates; then, for
 // comparison, n Deployment applies.
-func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int) (figures, series, error) {
+func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
 	progress("floor: %d Deployment creates in %s", n, ns)
 	t0 := time.Now()
 	created := newFirsts()
@@ -468,7 +468,11 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 	// How long kube-controller-manager, scheduler and kwok take to make
 	// them available: the part of convergence that is not ours.
 	var depAvail time.Duration
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// A List of all n every poll: every 200 ms at small N, less often at
+	// large N (1 s per 5,000) so that the polling does not load the API
+	// server it measures.
+	poll := max(200*time.Millisecond, time.Duration(n/5000)*time.Second)
+	err = wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		l, err := c.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
