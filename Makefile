@@ -67,6 +67,10 @@ local-down: ## Stop the local control plane.
 bench: ## Measure the controller on the local control plane (see docs/performance.md).
 	go run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-cache
+bench-cache: ## Bytes one Foo and one Deployment cost in the informer caches (no cluster; seconds).
+	go test -run '^$$' -bench CachedBytes ./pkg/cachetrim/
+
 .PHONY: help
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
