@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -45,6 +46,8 @@ type options struct {
 	concurrency int
 	timeout     time.Duration
 	heapProfile bool
+	namespaces  int  // the Foos are spread over this many namespaces
+	floor       bool // run the floor phase
 	// controller holds extra controller flags and environment, for
 	// experiments only: the figures in docs/performance.md are for the
 	// defaults.
@@ -91,6 +94,9 @@ func main() {
 		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
+	flag.IntVar(&o.namespaces, "namespaces", 1,
+		"Spread the Foos over this many namespaces (the floor runs in one: use with -floor=false). Past some 10,000 Deployments in one namespace, kube-controller-manager's Deployment controller, which lists a namespace's ReplicaSets on every sync, is what bounds the run.")
+	flag.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	flag.BoolVar(&o.heapProfile, "heap-profile", false,
 		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
@@ -109,6 +115,10 @@ func main() {
 	o.controller.args = append(o.controller.args, "-profiling")
 	if len(o.ns) == 0 {
 		o.ns = []int{200}
+	}
+	if o.namespaces < 1 || (o.namespaces > 1 && o.floor) {
+		fmt.Fprintln(os.Stderr, "bench: -namespaces must be at least 1, and more than 1 only with -floor=false")
+		os.Exit(2)
 	}
 	if o.repeat < 1 || o.concurrency < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -repeat and -concurrency must be at least 1")
@@ -214,7 +224,9 @@ func run(ctx context.Context, o options) (err error) {
 		for _, f := range rep.Runs {
 			// Sequential floor of "all Foos Ready": the Deployments made
 			// available without us, then the status writes.
-			f["floor_ready_s"] = f["floor_deployments_available_s"] + f["floor_status_writes_s"]
+			if _, ok := f["floor_deployments_available_s"]; ok {
+				f["floor_ready_s"] = f["floor_deployments_available_s"] + f["floor_status_writes_s"]
+			}
 		}
 		rep.Median = medians(rep.Runs)
 		printTable(os.Stdout, rep)
@@ -290,9 +302,17 @@ func printSlopes(w io.Writer, out results) {
 // once is one repeat: converge, idle, restart, then the floor.
 func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, logPath string) (figures, series, error) {
 	suffix := fmt.Sprintf("%d-%d", r+1, time.Now().Unix())
-	ns := "bench-" + suffix
-	if err := newNamespace(ctx, c, ns); err != nil {
-		return nil, nil, err
+	spaces := []string{"bench-" + suffix}
+	if o.namespaces > 1 {
+		spaces = nil
+		for i := range o.namespaces {
+			spaces = append(spaces, fmt.Sprintf("bench-%s-%d", suffix, i))
+		}
+	}
+	for _, ns := range spaces {
+		if err := newNamespace(ctx, c, ns); err != nil {
+			return nil, nil, err
+		}
 	}
 	progress("repeat %d: starting the controller", r+1)
 	ctrl, err := startController(bin, kubeconfig, logPath, o.controller)
@@ -307,7 +327,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if _, err := ctrl.waitReady(ctx, 2*time.Minute); err != nil {
 		return nil, nil, err
 	}
-	all, ser, err := converge(ctx, c, ctrl, ns, n, int32(o.replicas), o.concurrency, o.timeout)
+	all, ser, err := converge(ctx, c, ctrl, spaces, n, int32(o.replicas), o.concurrency, o.timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -330,12 +350,16 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if path := profile(""); path != "" {
 		progress("heap profile after the idle window written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
 	}
-	ed, err := editOne(ctx, c, ns)
+	ed, err := editOne(ctx, c, spaces[0])
 	if err != nil {
 		return nil, nil, err
 	}
 	merge(all, ed)
-	lf, err := listFloor(ctx, c, ns)
+	listed := spaces[0]
+	if len(spaces) > 1 {
+		listed = metav1.NamespaceAll
+	}
+	lf, err := listFloor(ctx, c, listed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -363,8 +387,11 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
-	if err := deleteNamespace(ctx, c, ns, o.timeout); err != nil {
+	if err := deleteNamespaces(ctx, c, spaces, o.timeout); err != nil {
 		return nil, nil, err
+	}
+	if !o.floor {
+		return all, ser, nil
 	}
 	fns := "bench-floor-" + suffix
 	if err := newNamespace(ctx, c, fns); err != nil {
@@ -376,7 +403,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	}
 	merge(all, fl)
 	maps.Copy(ser, flSer)
-	if err := deleteNamespace(ctx, c, fns, o.timeout); err != nil {
+	if err := deleteNamespaces(ctx, c, []string{fns}, o.timeout); err != nil {
 		return nil, nil, err
 	}
 	return all, ser, nil
@@ -465,6 +492,10 @@ func printTable(w io.Writer, rep report) {
 	for _, r := range rows {
 		v := m[r.key]
 		fl, ratio := "", ""
+		if _, measured := m[r.floorKey]; r.floorKey != "" && !measured {
+			pf("%-34s %10.2f %10s\n", r.label, v, "(no floor)")
+			continue
+		}
 		if r.floorKey != "" {
 			fl = fmt.Sprintf("%.2f", m[r.floorKey])
 			if m[r.floorKey] > 0 {

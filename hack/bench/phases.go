@@ -87,22 +87,25 @@ func newNamespace(ctx context.Context, c clients, name string) error {
 	})
 }
 
-// deleteNamespace deletes it and waits until it is gone, so that its
-// garbage collection does not load the next phase.
-func deleteNamespace(ctx context.Context, c clients, name string, timeout time.Duration) error {
+// deleteNamespaces deletes them and waits until they are gone, so that
+// their garbage collection does not load the next phase.
+func deleteNamespaces(ctx context.Context, c clients, names []string, timeout time.Duration) error {
 	start := time.Now()
-	err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+	for _, name := range names {
+		err := c.kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		_, err := c.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			if _, err := c.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
-	progress("namespace %s deleted in %.1fs", name, time.Since(start).Seconds())
+	progress("namespace(s) %s deleted in %.1fs", strings.Join(names, ","), time.Since(start).Seconds())
 	return err
 }
 
@@ -172,17 +175,29 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 
 // converge creates n Foos of the given replicas in ns and measures until
 // every one is Ready.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
+func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
 	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	kf := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kubeinformers.WithNamespace(ns))
-	ff := fooinformers.NewSharedInformerFactoryWithOptions(c.foo, 0, fooinformers.WithNamespace(ns))
+	// One namespace: informers on it. Several: on all namespaces, keeping
+	// only the bench's.
+	watched := map[string]bool{}
+	for _, ns := range spaces {
+		watched[ns] = true
+	}
+	var kopts []kubeinformers.SharedInformerOption
+	var fopts []fooinformers.SharedInformerOption
+	if len(spaces) == 1 {
+		kopts = append(kopts, kubeinformers.WithNamespace(spaces[0]))
+		fopts = append(fopts, fooinformers.WithNamespace(spaces[0]))
+	}
+	kf := kubeinformers.NewSharedInformerFactoryWithOptions(c.kube, 0, kopts...)
+	ff := fooinformers.NewSharedInformerFactoryWithOptions(c.foo, 0, fopts...)
 	onDep := func(obj any) {
 		now := time.Now()
 		d, ok := obj.(*appsv1.Deployment)
-		if !ok {
+		if !ok || !watched[d.Namespace] {
 			return
 		}
 		foo := strings.TrimSuffix(d.Name, depSuffix)
@@ -195,7 +210,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 	}
 	onFoo := func(obj any) {
 		now := time.Now()
-		if f, ok := obj.(*samplev1alpha1.Foo); ok && fooReady(f) {
+		if f, ok := obj.(*samplev1alpha1.Foo); ok && watched[f.Namespace] && fooReady(f) {
 			ready.mark(f.Name, now)
 		}
 	}
@@ -218,11 +233,11 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 	if err != nil {
 		return nil, nil, err
 	}
-	progress("converge: creating %d Foos in %s with %d workers", n, ns, workers)
+	progress("converge: creating %d Foos in %s with %d workers", n, strings.Join(spaces, ","), workers)
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
-		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(spaces[i%len(spaces)]).Create(ctx, &samplev1alpha1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
 		}, metav1.CreateOptions{})
@@ -265,14 +280,16 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, ns string, n
 		return nil, nil, err
 	}
 
-	evs, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, nil, err
-	}
 	events := 0
-	for _, e := range evs.Items {
-		if e.Regarding.Kind == "Foo" {
-			events++
+	for _, ns := range spaces {
+		evs, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Foo" {
+				events++
+			}
 		}
 	}
 
@@ -589,7 +606,8 @@ func editOne(ctx context.Context, c clients, ns string) (figures, error) {
 }
 
 // listFloor is the floor of a start-up: a bare list of the n Foos and n
-// Deployments in ns, one request each, as a client with no cache does it.
+// Deployments in ns ("" for all namespaces, when the bench spreads them),
+// one request each, as a client with no cache does it.
 func listFloor(ctx context.Context, c clients, ns string) (figures, error) {
 	t0 := time.Now()
 	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).List(ctx, metav1.ListOptions{})
