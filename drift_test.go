@@ -203,7 +203,10 @@ func TestAFightEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.requeueAfter > 0 {
+			// A held correction asks to come back within the limiter's
+			// period; the fake's apply answer also drifts ("owner"), whose
+			// retry (overriddenRetry) is not a held correction.
+			if res.requeueAfter > 0 && res.requeueAfter < overriddenRetry {
 				t.Errorf("the correction was held back (requeue after %v): the old fight carried over", res.requeueAfter)
 			}
 			assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
@@ -302,6 +305,12 @@ func TestSyncPutsBackARekeyedPort(t *testing.T) {
 		"patch deployments a-deploy " + jsonPatch,
 		"patch deployments a-deploy " + applyPatch,
 	})
+	// One change of the pod template, not two: the patch puts our port
+	// where theirs was, and the apply after it changes nothing more.
+	patch := string(f.kubeclient.Actions()[1].(core.PatchAction).GetPatch())
+	if !strings.Contains(patch, `"op":"add"`) || !strings.Contains(patch, `"containerPort":9090`) {
+		t.Errorf("JSON patch %s: want our port added in place of theirs", patch)
+	}
 	got, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +319,67 @@ func TestSyncPutsBackARekeyedPort(t *testing.T) {
 		t.Errorf("ports after the sync: %+v", p)
 	}
 	assertEvents(t, drainEvents(f.recorder), "Normal Updated Updated Deployment a-deploy: [containerPort]")
+}
+
+// TestSyncAppliesTheRestWhenTheAPIServerRewritesOurPort: a mutating
+// admission policy rewrites our port (9090 → 8090) on every write, so
+// every apply that declares it is refused (two "http" ports), and the
+// patch that puts it back changes nothing. Someone scaled the Deployment:
+// the sync applies without the port, which puts the replicas back and
+// never sends a pod template without a port.
+func TestSyncAppliesTheRestWhenTheAPIServerRewritesOurPort(t *testing.T) {
+	foo := newFoo("a", 2)
+	foo.Spec.ContainerPort = ptr.To[int32](9090)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	dep.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort = 8090
+	dep.Spec.Replicas = ptr.To[int32](7)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(a core.Action) (bool, runtime.Object, error) {
+		p := a.(core.PatchAction)
+		switch {
+		case p.GetPatchType() == types.JSONPatchType: // rewritten back: nothing changes
+			return true, dep.DeepCopy(), nil
+		case strings.Contains(string(p.GetPatch()), "ports"):
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "a-deploy", field.ErrorList{
+				field.Duplicate(field.NewPath("spec", "template", "spec", "containers").Index(0).Child("ports").Index(1).Child("name"), "http"),
+			})
+		}
+		return false, nil, nil // the apply without ports goes to the tracker
+	})
+	res, err := c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{
+		"patch deployments a-deploy " + applyPatch,
+		"patch deployments a-deploy " + jsonPatch,
+		"patch deployments a-deploy " + applyPatch,
+	})
+	got, err := f.kubeclient.AppsV1().Deployments(testNS).Get(ctx, "a-deploy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.Replicas != 2 {
+		t.Errorf("replicas %d, want 2 put back", *got.Spec.Replicas)
+	}
+	if p := got.Spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != 8090 {
+		t.Errorf("ports %+v, want the policy's 8090 left alone", p)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Normal Scaled Scaled Deployment a-deploy from 7 to 2 replicas")
+	if res.requeueAfter != overriddenRetry {
+		t.Errorf("requeue after %v, want the port's retry in %v", res.requeueAfter, overriddenRetry)
+	}
+
+	// Its event: left alone.
+	f.kubeclient.ClearActions()
+	f.deploymentChanged(got, func(*appsv1.Deployment) {})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
 }
 
 // TestSyncRemovesAnHTTPPortTheApplyLeaves: with spec.containerPort unset,
@@ -416,18 +486,30 @@ func TestSyncDoesNotFightWhatTheAPIServerKeeps(t *testing.T) {
 	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
 		return true, kept.DeepCopy(), nil
 	})
-	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	res, err := c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
 		t.Fatal(err)
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	// The retry is on a timer of its own: with -resync-period=0 nothing
+	// else would bring it.
+	if res.requeueAfter != overriddenRetry {
+		t.Errorf("requeue after %v, want the retry in %v", res.requeueAfter, overriddenRetry)
+	}
 
 	// Our write's event: the same Deployment, as the API server keeps it.
 	f.kubeclient.ClearActions()
 	f.deploymentChanged(kept, func(d *appsv1.Deployment) { d.ResourceVersion = kept.ResourceVersion })
-	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+	f.clock.Step(4 * time.Minute)
+	res, err = c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
 		t.Fatal(err)
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+	if res.requeueAfter != overriddenRetry-4*time.Minute {
+		t.Errorf("requeue after %v, want the retry in %v", res.requeueAfter, overriddenRetry-4*time.Minute)
+	}
+	f.clock.Step(-4 * time.Minute)
 
 	// Long after, the correction is tried once more (the policy may be
 	// gone), then left alone again.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -87,7 +88,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	if err := errors.Join(pruneErr, err); err != nil {
 		return syncResult{}, err
 	}
-	return res.soonest(c.recheckUnseen(obs.Deployment)), nil
+	return res.soonest(c.recheckUnseen(obs.Deployment)).soonest(c.retryOverridden(foo)), nil
 }
 
 // Event reasons. Events are recorded only when the controller changes
@@ -137,6 +138,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
 		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
 			"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
+		c.noteOverridden(ctx, foo, created)
 		return plan.Observation{Deployment: created}, syncResult{}, nil
 	}
 
@@ -198,11 +200,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would
 	// be noise.
-	c.overridden.Delete(key)
-	if still := plan.Drift(foo, updated); len(still) > 0 {
-		logger.V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
-			"deployment", klog.KObj(updated), "fields", still)
-		c.overridden.Store(key, overridden{state: overriddenOf(foo, updated), at: c.clock.Now()})
+	if still := c.noteOverridden(ctx, foo, updated); len(still) > 0 {
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
 			return plan.Observation{Deployment: updated}, syncResult{}, nil
@@ -225,11 +223,44 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	return plan.Observation{Deployment: updated}, syncResult{}, nil
 }
 
+// noteOverridden remembers, after a write of ours, the fields the API
+// server did not keep (see overriddenState), and returns them; a write it
+// kept whole clears what was remembered.
+func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1alpha1.Foo, written *appsv1.Deployment) []string {
+	key := cache.MetaObjectToName(foo)
+	still := plan.Drift(foo, written)
+	if len(still) == 0 {
+		c.overridden.Delete(key)
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
+		"deployment", klog.KObj(written), "fields", still)
+	c.overridden.Store(key, overridden{state: overriddenOf(foo, written), at: c.clock.Now()})
+	return still
+}
+
+// retryOverridden asks to sync foo again when a correction the API server
+// did not keep is due to be tried once more (see overriddenRetry): without
+// it, that retry would wait for a resync, and never come with
+// -resync-period=0.
+func (c *Controller) retryOverridden(foo *samplev1alpha1.Foo) syncResult {
+	last, ok := c.overridden.Load(cache.MetaObjectToName(foo))
+	if !ok || last.(overridden).state.uid != foo.UID {
+		return syncResult{}
+	}
+	return requeueAfter(max(overriddenRetry-c.clock.Since(last.(overridden).at), time.Second))
+}
+
 // applyDeployment server-side applies the Deployment foo declares. Force
 // takes back fields another manager changed (that is the drift we correct);
 // fields we do not declare keep their other owners.
 func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
-	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, plan.DesiredDeployment(foo),
+	return c.apply(ctx, foo, plan.DesiredDeployment(foo))
+}
+
+// apply server-side applies a Deployment of foo's.
+func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, desired,
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if err != nil {
 		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
@@ -243,35 +274,48 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Fo
 // another writer owns: when someone re-keyed our "http" port, the API
 // server refuses the apply (duplicate port name), or, with the port unset
 // on the Foo, accepts it and leaves theirs. Such strays are removed by a
-// JSON patch (see plan.StrayEntriesPatch): after a refused apply, and then
-// the apply is sent again; after an accepted one, only if removing them
-// converges the Deployment: otherwise the API server is not keeping what
-// we declare (a mutating admission policy), and syncDeployment reports
-// that instead of fighting it.
+// JSON patch. After an accepted apply, only if removing them converges the
+// Deployment (plan.StrayEntriesPatch): otherwise the API server is not
+// keeping what we declare (a mutating admission policy), and
+// syncDeployment reports that instead of fighting it. After a refused
+// apply, the patch puts our entry in their place (plan.ReplaceStrayEntriesPatch)
+// and the apply is sent again; if the API server rewrote our entry once
+// more, the apply is sent without it (plan.DesiredDeploymentWithoutPorts),
+// so that the rest is still put back and no pod template ever lacks the
+// port.
 func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
 	updated, err := c.applyDeployment(ctx, foo)
 	switch {
 	case err == nil && (len(plan.Drift(foo, updated)) == 0 || !plan.RemovingStraysConverges(foo, updated)):
 		return updated, nil
 	case err == nil:
-		return c.removeStrays(ctx, foo, updated)
+		return c.removeStrays(ctx, foo, updated, plan.StrayEntriesPatch)
 	case !apierrors.IsInvalid(err):
 		return nil, err
 	}
 	if _, ok, _ := plan.StrayEntriesPatch(foo, dep); !ok {
 		return nil, err // refused for another reason
 	}
-	if _, err := c.removeStrays(ctx, foo, dep); err != nil {
+	replaced, err := c.removeStrays(ctx, foo, dep, plan.ReplaceStrayEntriesPatch)
+	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(plan.Drift(foo, replaced), "containerPort") {
+		klog.FromContext(ctx).V(2).Info("The API server rewrote the port we put back; applying the other fields without it",
+			"deployment", klog.KObj(replaced))
+		return c.apply(ctx, foo, plan.DesiredDeploymentWithoutPorts(foo))
 	}
 	return c.applyDeployment(ctx, foo)
 }
 
-// removeStrays removes the list entries of dep that foo does not declare and
-// that are ours to keep absent, and returns dep as the API server then has
-// it (dep itself when there is nothing to remove).
-func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
-	patch, ok, err := plan.StrayEntriesPatch(foo, dep)
+// removeStrays removes the list entries of dep that foo does not declare
+// and that are ours to keep absent, with the patch strayPatch makes
+// (plan.StrayEntriesPatch, or ReplaceStrayEntriesPatch to put ours in
+// their place), and returns dep as the API server then has it (dep itself
+// when there is nothing to remove).
+func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment,
+	strayPatch func(*samplev1alpha1.Foo, *appsv1.Deployment) ([]byte, bool, error)) (*appsv1.Deployment, error) {
+	patch, ok, err := strayPatch(foo, dep)
 	if err != nil || !ok {
 		return dep, err
 	}

@@ -97,6 +97,18 @@ func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConf
 					WithContainers(desiredContainer(foo)))))
 }
 
+// DesiredDeploymentWithoutPorts is DesiredDeployment without our
+// container's ports: what the controller applies when the API server
+// rewrites the port it declares (a mutating admission policy). Declaring
+// the port would only be refused (two "http" ports: the rewritten one and
+// ours), so the other fields could never be put back; without it, they
+// are, and the port stays as the API server keeps it.
+func DesiredDeploymentWithoutPorts(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConfiguration {
+	apply := DesiredDeployment(foo)
+	apply.Spec.Template.Spec.Containers[0].Ports = nil
+	return apply
+}
+
 // desiredContainer is the one container the controller declares.
 func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfiguration {
 	c := corev1apply.Container().WithName(ContainerName).WithImage(Image(foo))

@@ -91,15 +91,37 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 // changed since dep was read, the patch fails instead of removing the wrong
 // entry.
 func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+	return strayEntriesPatch(foo, dep, false)
+}
+
+// ReplaceStrayEntriesPatch is StrayEntriesPatch that also adds, in the same
+// patch, the entries foo declares that are missing: when another writer
+// re-keyed our port, the pod template changes once (their port becomes
+// ours) instead of twice (a template without the port, then the apply's),
+// which would be two rollouts. And when the API server rewrites the port we
+// declare (a mutating admission policy), the patch changes nothing at all,
+// where a removal alone would roll out a template without it.
+func ReplaceStrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+	return strayEntriesPatch(foo, dep, true)
+}
+
+func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, replace bool) (patch []byte, ok bool, err error) {
 	for ci, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name != ContainerName {
 			continue
 		}
 		cpath := fmt.Sprintf("/spec/template/spec/containers/%d", ci)
 		ops := []map[string]any{{"op": "test", "path": cpath + "/name", "value": c.Name}}
-		ops = append(ops, removals(cpath+"/ports", strayPorts(foo, &c))...)
-		if len(ops) == 1 {
+		strays := strayPorts(foo, &c)
+		if len(strays) == 0 {
 			return nil, false, nil
+		}
+		ops = append(ops, removals(cpath+"/ports", strays)...)
+		if want := foo.Spec.ContainerPort; replace && want != nil &&
+			!slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
+			ops = append(ops, map[string]any{"op": "add", "path": cpath + "/ports/-", "value": map[string]any{
+				"name": PortName, "containerPort": *want, "protocol": corev1.ProtocolTCP,
+			}})
 		}
 		patch, err = json.Marshal(ops)
 		return patch, true, err

@@ -292,6 +292,65 @@ func TestStrayEntriesPatch(t *testing.T) {
 	}
 }
 
+// TestReplaceStrayEntriesPatch: the same strays are removed as by
+// StrayEntriesPatch, and our port is added in the same patch when it is
+// missing, so that the patched Deployment has no drift in its ports.
+func TestReplaceStrayEntriesPatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		want   *int32
+		ports  []corev1.ContainerPort
+		wantOK bool
+		after  []corev1.ContainerPort
+	}{
+		{"as declared", ptr.To[int32](8080), []corev1.ContainerPort{httpPort(8080)}, false, nil},
+		{"re-keyed by another writer", ptr.To[int32](9090),
+			[]corev1.ContainerPort{metrics, httpPort(7070)}, true, []corev1.ContainerPort{metrics, httpPort(9090)}},
+		{"the only port re-keyed", ptr.To[int32](9090),
+			[]corev1.ContainerPort{httpPort(7070)}, true, []corev1.ContainerPort{httpPort(9090)}},
+		{"ours kept, the stray removed, nothing added", ptr.To[int32](9090),
+			[]corev1.ContainerPort{httpPort(7070), metrics, httpPort(9090)}, true, []corev1.ContainerPort{metrics, httpPort(9090)}},
+		{"unset: removed, nothing added", nil, []corev1.ContainerPort{httpPort(8080), metrics}, true, []corev1.ContainerPort{metrics}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := testFoo()
+			foo.Spec.ContainerPort = tc.want
+			d := rolledOut(foo)
+			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
+			patch, ok, err := ReplaceStrayEntriesPatch(foo, d)
+			if err != nil || ok != tc.wantOK {
+				t.Fatalf("ok %v err %v", ok, err)
+			}
+			if !ok {
+				return
+			}
+			got := applyJSONPatch(t, d, patch)
+			if p := got.Spec.Template.Spec.Containers[0].Ports; !reflect.DeepEqual(p, tc.after) {
+				t.Errorf("ports after the patch: %+v, want %+v", p, tc.after)
+			}
+			if drift := Drift(foo, got); slices.Contains(drift, "containerPort") {
+				t.Errorf("after the patch: drift %v", drift)
+			}
+		})
+	}
+}
+
+// TestDesiredDeploymentWithoutPorts: everything DesiredDeployment declares
+// but the ports.
+func TestDesiredDeploymentWithoutPorts(t *testing.T) {
+	foo := testFoo()
+	foo.Spec.ContainerPort = ptr.To[int32](8080)
+	full, without := DesiredDeployment(foo), DesiredDeploymentWithoutPorts(foo)
+	if len(full.Spec.Template.Spec.Containers[0].Ports) != 1 || without.Spec.Template.Spec.Containers[0].Ports != nil {
+		t.Fatalf("ports: full %+v, without %+v", full.Spec.Template.Spec.Containers[0].Ports, without.Spec.Template.Spec.Containers[0].Ports)
+	}
+	without.Spec.Template.Spec.Containers[0].Ports = full.Spec.Template.Spec.Containers[0].Ports
+	if !reflect.DeepEqual(full, without) {
+		t.Errorf("differs in more than the ports:\n%+v\n%+v", full, without)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	foo := testFoo()
 	foo.Spec.Replicas = nil
