@@ -308,7 +308,80 @@ func TestMutatingPolicyRewritesOurPort(t *testing.T) {
 	if ev := s.fooEvents("web"); ev["Updated"] != 0 || ev["Contested"] != 0 {
 		t.Errorf("events %v: want none for what the API server does", ev)
 	}
+	if after.Generation != 1 {
+		t.Errorf("generation %d after the create, want 1: the controller changed a pod template the policy rewrote", after.Generation)
+	}
 	t.Logf("settled: 0 writes in 10 s, generation %d", after.Generation)
+
+	// Someone scales it. Every apply that declares port 80 is now refused
+	// (the policy's 8080 holds the name), and the patch that puts 80 back
+	// is rewritten to 8080: the replicas are put back without the port,
+	// and no pod template ever lacks it (each would be a rollout).
+	from = time.Now()
+	s.editDeployment("web", func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](4) })
+	s.eventually(30*time.Second, "the replicas put back", func() (bool, string) {
+		d, err := s.getDeployment("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return *d.Spec.Replicas == 1, fmt.Sprintf("replicas %d", *d.Spec.Replicas)
+	})
+	time.Sleep(3 * time.Second)
+	scaled, err := s.getDeployment("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scaled.Generation != after.Generation+2 {
+		t.Errorf("generation %d → %d, want +2: the scale and its correction, no other change of the pod template",
+			after.Generation, scaled.Generation)
+	}
+	if p := scaled.Spec.Template.Spec.Containers[0].Ports; len(p) != 1 || p[0].ContainerPort != 8080 {
+		t.Errorf("ports %+v, want the policy's http:8080", p)
+	}
+	var deploymentWrites []auditEvent
+	for _, e := range writesOf(s.controllerRequests(from, time.Now())) {
+		if e.resource() == "deployments" {
+			deploymentWrites = append(deploymentWrites, e)
+		}
+	}
+	if len(deploymentWrites) > 3 {
+		t.Errorf("%d Deployment writes to put the replicas back, want at most 3 (refused apply, patch, apply):%s",
+			len(deploymentWrites), summarize(deploymentWrites))
+	}
+	rss, err := s.kube.AppsV1().ReplicaSets(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range rss.Items {
+		if len(rs.Spec.Template.Spec.Containers[0].Ports) == 0 {
+			t.Errorf("ReplicaSet %s has a pod template without the port: a rollout the policy never asked for", rs.Name)
+		}
+	}
+	t.Logf("scaled by someone else: put back with %d Deployment writes, generation %d → %d, %d ReplicaSets",
+		len(deploymentWrites), after.Generation, scaled.Generation, len(rss.Items))
+
+	// The policy gone, the next change of the Foo brings our port back.
+	if err := adm.MutatingAdmissionPolicyBindings().Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(30*time.Second, "the mutating policy to be lifted", func() (bool, string) {
+		d, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		p := d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort
+		return p == 80, fmt.Sprintf("dry-run port %d", p)
+	})
+	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](2) })
+	s.eventually(30*time.Second, "our port back, with the Foo's new replicas", func() (bool, string) {
+		d, err := s.getDeployment("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		p := d.Spec.Template.Spec.Containers[0].Ports
+		return *d.Spec.Replicas == 2 && len(p) == 1 && p[0].ContainerPort == 80 && p[0].Name == plan.PortName,
+			fmt.Sprintf("replicas %d, ports %+v", *d.Spec.Replicas, p)
+	})
 }
 
 // probeDeployment is a Deployment of nobody's, named "probe", whose one

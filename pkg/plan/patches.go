@@ -112,16 +112,12 @@ func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, replace 
 		}
 		cpath := fmt.Sprintf("/spec/template/spec/containers/%d", ci)
 		ops := []map[string]any{{"op": "test", "path": cpath + "/name", "value": c.Name}}
-		strays := strayPorts(foo, &c)
-		if len(strays) == 0 {
+		ops = append(ops, removals(cpath+"/ports", strayPorts(foo, &c))...)
+		if len(ops) == 1 {
 			return nil, false, nil
 		}
-		ops = append(ops, removals(cpath+"/ports", strays)...)
-		if want := foo.Spec.ContainerPort; replace && want != nil &&
-			!slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
-			ops = append(ops, map[string]any{"op": "add", "path": cpath + "/ports/-", "value": map[string]any{
-				"name": PortName, "containerPort": *want, "protocol": corev1.ProtocolTCP,
-			}})
+		if replace {
+			ops = append(ops, missingPorts(foo, &c, cpath+"/ports")...)
 		}
 		patch, err = json.Marshal(ops)
 		return patch, true, err
@@ -203,6 +199,18 @@ func strayPorts(foo *samplev1alpha1.Foo, c *corev1.Container) []stray {
 		}})
 	}
 	return out
+}
+
+// missingPorts is the JSON patch operation that adds to c's ports, at
+// path, the port foo declares, if c lacks it.
+func missingPorts(foo *samplev1alpha1.Foo, c *corev1.Container, path string) []map[string]any {
+	want := foo.Spec.ContainerPort
+	if want == nil || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
+		return nil
+	}
+	return []map[string]any{{"op": "add", "path": path + "/-", "value": map[string]any{
+		"name": PortName, "containerPort": *want, "protocol": corev1.ProtocolTCP,
+	}}}
 }
 
 // FailedTest reports whether err is the API server saying that a "test"
