@@ -360,10 +360,11 @@ type overridden struct {
 }
 
 // overriddenRetry is how long a correction the API server did not keep
-// is left alone. Then, at the next sync (a resync at the latest), it is
-// tried once more: if the policy that rewrote it is gone, the Deployment
-// gets our fields back without anyone touching the Foo; if not, that is
-// one more write per Foo per period.
+// is left alone. Then it is tried once more (the sync asks to come back
+// then: retryOverridden): if the policy that rewrote it is gone, the
+// Deployment gets our fields back without anyone touching the Foo; if not,
+// that is one more correction per Foo per period (one write, or three for
+// a rewritten port: see putBack), with no rollout.
 const overriddenRetry = 10 * time.Minute
 
 // prunedSpec is what a Foo declared when pruneDeployments last finished for
