@@ -452,6 +452,7 @@ func printTable(w io.Writer, rep report) {
 			func(v, f float64) bool { return v <= 2*f }},
 		{"  vs the same N applies (s)", "deployments_exist_s", "floor_deployment_applies_s", "", nil},
 		{"  the bench's N Foo creates (s)", "creates_sent_s", "floor_foo_creates_s", "", nil},
+		{"Foos/s during the burst", "burst_foos_per_s", "", "", nil},
 		{"all Deployments available (s)", "deployments_available_s", "floor_deployments_available_s", "", nil},
 		{"all Foos Ready (s)", "foos_ready_s", "floor_ready_s", "", nil},
 		{"last Ready - last available (s)", "ready_after_last_available", "", "<= 2s",

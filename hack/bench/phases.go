@@ -306,6 +306,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 	fig := figures{
 		"creates_sent_s":             createsDone.Seconds(),
 		"deployments_exist_s":        depOK.last().Sub(t0).Seconds(),
+		"burst_foos_per_s":           nf / depOK.last().Sub(t0).Seconds(),
 		"deployments_available_s":    depAvail.last().Sub(t0).Seconds(),
 		"foos_ready_s":               ready.last().Sub(t0).Seconds(),
 		"ready_after_last_available": ready.last().Sub(depAvail.last()).Seconds(),
