@@ -105,7 +105,7 @@ func deleteNamespaces(ctx context.Context, c clients, names []string, timeout ti
 		}
 		return true, nil
 	})
-	progress("namespace(s) %s deleted in %.1fs", strings.Join(names, ","), time.Since(start).Seconds())
+	progress("%d namespace(s) (%s) deleted in %.1fs", len(names), names[0], time.Since(start).Seconds())
 	return err
 }
 
@@ -233,7 +233,11 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 	if err != nil {
 		return nil, nil, err
 	}
-	progress("converge: creating %d Foos in %s with %d workers", n, strings.Join(spaces, ","), workers)
+	where := spaces[0]
+	if len(spaces) > 1 {
+		where = fmt.Sprintf("%d namespaces (%s, ...)", len(spaces), spaces[0])
+	}
+	progress("converge: creating %d Foos in %s with %d workers", n, where, workers)
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
