@@ -393,6 +393,16 @@ func TestDeployManifestsArePSSRestricted(t *testing.T) {
 		}
 	}
 
+	// The Go runtime's soft memory limit follows the container's limit
+	// (docs/operations.md, "Memory"): kwok runs no process, so that the
+	// runtime honours it is Go's to show, not ours.
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+	}) || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("the container must set GOMEMLIMIT from its memory limit: env %+v, limits %v", c.Env, c.Resources.Limits)
+	}
+
 	// Shown here, not by scheduling: kwok's nodes lack the label.
 	if aa := dep.Spec.Template.Spec.Affinity; aa == nil || aa.PodAntiAffinity == nil ||
 		len(aa.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
