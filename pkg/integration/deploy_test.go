@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -393,14 +394,22 @@ func TestDeployManifestsArePSSRestricted(t *testing.T) {
 		}
 	}
 
-	// The Go runtime's soft memory limit follows the container's limit
-	// (docs/operations.md, "Memory"): kwok runs no process, so that the
-	// runtime honours it is Go's to show, not ours.
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
-		return e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
-			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
-	}) || c.Resources.Limits.Memory().IsZero() {
-		t.Errorf("the container must set GOMEMLIMIT from its memory limit: env %+v, limits %v", c.Env, c.Resources.Limits)
+	// The Go runtime's soft memory limit leaves room below the container's
+	// for the binary's pages, which count toward the container's limit and
+	// not toward GOMEMLIMIT (docs/operations.md, "Memory"; what it does to
+	// RSS is measured by the bench, not here: kwok runs no process).
+	var goMemLimit int64
+	for _, e := range c.Env {
+		if n, ok := strings.CutSuffix(e.Value, "MiB"); e.Name == "GOMEMLIMIT" && ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			goMemLimit = v << 20
+		}
+	}
+	if limit := c.Resources.Limits.Memory().Value(); goMemLimit <= 0 || limit-goMemLimit < 26<<20 {
+		t.Errorf("GOMEMLIMIT %d bytes with a memory limit of %d: want it set, in MiB, at least 26 MiB below the limit", goMemLimit, limit)
 	}
 
 	// Shown here, not by scheduling: kwok's nodes lack the label.
