@@ -380,6 +380,22 @@ func TestSyncAppliesTheRestWhenTheAPIServerRewritesOurPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+
+	// The Foo now asks for the policy's port: nothing is overridden any
+	// more, and there is no retry to come back for.
+	foo = foo.DeepCopy()
+	foo.Spec.ContainerPort = ptr.To[int32](8090)
+	foo.Generation++
+	if err := f.fooIndexer.Update(foo); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.syncHandler(ctx, keyOf(foo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.requeueAfter >= time.Minute {
+		t.Errorf("requeue after %v: a retry of a correction nobody overrides any more", res.requeueAfter)
+	}
 }
 
 // TestSyncRemovesAnHTTPPortTheApplyLeaves: with spec.containerPort unset,

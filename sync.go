@@ -157,11 +157,14 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		return plan.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil
 	}
 
+	key := cache.MetaObjectToName(foo)
 	drift := plan.Drift(foo, dep)
 	if len(drift) == 0 {
+		// Nothing overridden any more (the policy went, or the Foo now
+		// asks for what it sets): no retry to come back for.
+		c.overridden.Delete(key)
 		return plan.Observation{Deployment: dep}, syncResult{}, nil
 	}
-	key := cache.MetaObjectToName(foo)
 	if last, ok := c.overridden.Load(key); ok && last.(overridden).state == overriddenOf(foo, dep) &&
 		c.clock.Since(last.(overridden).at) < overriddenRetry {
 		// This is what the API server made of our last correction, for
