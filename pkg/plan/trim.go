@@ -25,13 +25,14 @@ import (
 // container's image and ports; the status replica counts, observed
 // generation, and the Progressing condition's type, status and reason.
 // Anything this package starts reading from a Deployment must be added
-// here: TestCachedDeploymentHidesNothing fails until it is.
+// here: FuzzCachedDeploymentHidesNothing fails until it is (if its edits
+// touch that field: add one that does).
 //
 // Strings that repeat across Deployments are interned (see intern), and
-// equal label maps (the metadata's, the selector's and the template's are
-// equal for every Deployment the controller writes) share one map. That is
-// safe only because nothing modifies a cached object; a DeepCopy gets maps
-// of its own.
+// equal label maps share one map (the metadata's and the template's are
+// equal in every Deployment the controller writes). That is safe only
+// because nothing modifies a cached object; a DeepCopy gets maps of its
+// own.
 func CachedDeployment(dep *appsv1.Deployment) *appsv1.Deployment {
 	out := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
