@@ -40,7 +40,7 @@ var fixedNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // are filled directly (the informers are never started), runs one sync, and
 // compares the API actions the controller sent with the expected ones.
 type fixture struct {
-	t *testing.T
+	t testing.TB
 
 	kubeclient *k8sfake.Clientset
 	client     *fake.Clientset
@@ -63,7 +63,7 @@ type fixture struct {
 	lastRV int
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	return &fixture{t: t}
 }
 
@@ -341,7 +341,7 @@ func describeAll(actions []core.Action) []string {
 	return out
 }
 
-func assertActions(t *testing.T, what string, got []core.Action, want []string) {
+func assertActions(t testing.TB, what string, got []core.Action, want []string) {
 	t.Helper()
 	g := describeAll(got)
 	if want == nil {
