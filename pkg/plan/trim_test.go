@@ -171,6 +171,8 @@ func reads(foo *samplev1alpha1.Foo, d *appsv1.Deployment) map[string]any {
 	}
 	patch, ok, err := StrayEntriesPatch(foo, d)
 	out["StrayEntriesPatch"] = []any{string(patch), ok, err}
+	patch, ok, err = ReplaceStrayEntriesPatch(foo, d)
+	out["ReplaceStrayEntriesPatch"] = []any{string(patch), ok, err}
 	patch, ok, err = RemoveControllerRefPatch(d, foo.UID)
 	out["RemoveControllerRefPatch"] = []any{string(patch), ok, err}
 	for _, obs := range []Observation{{Deployment: d}, {Deployment: d, Conflict: true}, {Deployment: d, Waiting: true}} {
