@@ -46,6 +46,7 @@ type options struct {
 	concurrency int
 	timeout     time.Duration
 	heapProfile bool
+	cpuProfile  bool
 	namespaces  int  // the Foos are spread over this many namespaces
 	floor       bool // run the floor phase
 	// controller holds extra controller flags and environment, for
@@ -90,8 +91,8 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 1, "Replicas of each Foo (and of the floor's Deployments); 0 keeps pods out of it at large N: the Deployments and their ReplicaSets still exist.")
 	flag.IntVar(&o.repeat, "repeat", 1, "Repeat the whole measurement this many times; medians are reported.")
 	flag.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
-	flag.DurationVar(&o.idle, "idle", 2*time.Minute+10*time.Second,
-		"Idle window; the default covers two resyncs of the controller's default -resync-period (1m).")
+	flag.DurationVar(&o.idle, "idle", 0,
+		"Idle window. Default: the controller's -resync-period (10m, or as given with -controller-flag) and 10 s, so that the window holds one resync pass.")
 	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
 	flag.IntVar(&o.namespaces, "namespaces", 1,
@@ -99,6 +100,8 @@ func main() {
 	flag.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	flag.BoolVar(&o.heapProfile, "heap-profile", false,
 		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
+	flag.BoolVar(&o.cpuProfile, "cpu-profile", false,
+		"Save the controller's CPU profile over the idle window (first repeat) to _output/cpu-N.pb.gz: where the resyncs' CPU goes.")
 	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
 	flag.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
@@ -110,6 +113,9 @@ func main() {
 			return nil
 		})
 	flag.Parse()
+	if o.idle == 0 {
+		o.idle = resyncPeriod(o.controller.args) + 10*time.Second
+	}
 	// The bench forces garbage collections through the profiles to
 	// measure the live heap (controllerProc.liveHeap).
 	o.controller.args = append(o.controller.args, "-profiling")
@@ -331,7 +337,11 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if err != nil {
 		return nil, nil, err
 	}
-	idl, err := idle(ctrl, o.idle)
+	cpuPath := ""
+	if o.cpuProfile && r == 0 {
+		cpuPath = fmt.Sprintf("_output/cpu-%d.pb.gz", n)
+	}
+	idl, err := idle(ctrl, o.idle, cpuPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -468,6 +478,7 @@ func printTable(w io.Writer, rep report) {
 		{"idle requests/min", "idle_requests_per_min", "", "", nil},
 		{"idle writes/min", "idle_writes_per_min", "", "0", func(v, _ float64) bool { return v == 0 }},
 		{"idle CPU (% of a core)", "idle_cpu_pct", "", "<= 1", func(v, _ float64) bool { return v <= 1 }},
+		{"  syncs in the window (resyncs)", "idle_syncs", "", "", nil},
 		{"one edit -> its Deployment (s)", "edit_to_deployment_s", "", "", nil},
 		{"restart: /readyz 200 (s)", "restart_ready_s", "floor_list_s", "", nil},
 		{"restart: all keys processed (s)", "restart_processed_s", "floor_list_s", "<= 3s", func(v, _ float64) bool { return v <= 3 }},
@@ -546,4 +557,19 @@ func output(name string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errb.String())
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// resyncPeriod is the controller's -resync-period among args, or its
+// default. Idle CPU is mostly resync passes: a window shorter than the
+// period may hold none of them.
+func resyncPeriod(args []string) time.Duration {
+	period := 10 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "resync-period="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				period = d
+			}
+		}
+	}
+	return period
 }

@@ -360,8 +360,10 @@ func secondsSince(t0 time.Time, m map[string]time.Time) []float64 {
 	return out
 }
 
-// idle measures the controller's requests over window with nothing changing.
-func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
+// idle measures the controller's requests over window with nothing
+// changing. With cpuPath set, the controller's CPU profile over the window
+// is saved there.
+func idle(ctrl *controllerProc, window time.Duration, cpuPath string) (figures, error) {
 	before, err := ctrl.scrape()
 	if err != nil {
 		return nil, err
@@ -372,6 +374,12 @@ func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 	}
 	progress("idle: waiting %v", window)
 	start := time.Now()
+	profiled := make(chan error, 1)
+	if cpuPath != "" {
+		go func() { profiled <- ctrl.cpuProfile(cpuPath, window) }()
+	} else {
+		profiled <- nil
+	}
 	for time.Since(start) < window {
 		if err := ctrl.alive(); err != nil {
 			return nil, err
@@ -391,6 +399,12 @@ func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := <-profiled; err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	if cpuPath != "" {
+		progress("CPU profile over the idle window written to %s (go tool pprof -top %s)", cpuPath, cpuPath)
+	}
 	mins := time.Since(start).Minutes()
 	methods := diffMethods(before, after)
 	fig := figures{
@@ -398,6 +412,10 @@ func idle(ctrl *controllerProc, window time.Duration) (figures, error) {
 		"idle_writes_per_min":   writesOf(methods) / mins,
 		// Percent of one core over the window (resyncs included).
 		"idle_cpu_pct": 100 * (cpuAfter - cpuBefore) / time.Since(start).Seconds(),
+		// Syncs in the window: with nothing changing, every one is a
+		// resync's (n of them per pass), so the CPU above is for this
+		// many passes.
+		"idle_syncs": after.sum("foo_controller_reconcile_total") - before.sum("foo_controller_reconcile_total"),
 		// Steady state: converged, then idle for the window.
 		"steady_rss_mb":        float64(mem["VmRSS"]) / (1 << 20),
 		"steady_rss_anon_mb":   float64(mem["RssAnon"]) / (1 << 20),
