@@ -139,8 +139,8 @@ func (c *Controller) handleDeployment(obj any) {
 func (c *Controller) handleDeploymentUpdate(oldObj, newObj any) {
 	oldDep, newDep := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
 	if oldDep.ResourceVersion == newDep.ResourceVersion {
-		// A periodic resync re-delivers unchanged objects; the Foo resync
-		// already covers every Foo.
+		// A re-delivery of an unchanged object (a relist after a watch
+		// expired; Deployments are not resynced, see main.go): nothing new.
 		return
 	}
 	// If the controller reference changed, the old controller must hear of

@@ -58,7 +58,7 @@ func TestDeploymentUpdateHandler(t *testing.T) {
 	dep := ownedDeployment(a)
 	dep.Name = "a-old-name" // so only the owner reference can lead to the Foo
 
-	// Resync: same resourceVersion, nothing new.
+	// Re-delivered unchanged (a relist): same resourceVersion, nothing new.
 	c.handleDeploymentUpdate(dep, dep.DeepCopy())
 	assertQueue(t, c, nil)
 

@@ -236,8 +236,13 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	// The transform trims objects before they are cached: the cache holds
-	// every watched object for the life of the process.
-	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, o.resyncPeriod,
+	// every watched object for the life of the process. Only Foos are
+	// resynced: a Foo's sync reads its Deployment from the cache, so the
+	// Foo resync covers every Deployment we own, and a Deployment resync
+	// would only hand each cached Deployment to a handler that drops
+	// re-deliveries (at 100,000 that is a walk of the whole cache, with its
+	// indexes recomputed, for nothing).
+	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
 		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
 	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(fooClient, o.resyncPeriod,
 		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
