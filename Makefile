@@ -11,6 +11,14 @@ GOTEST_FLAGS ?=
 build: ## Build the controller binary into _output/bin.
 	go build -o $(BIN)/foo-controller .
 
+# The image's name and tag: artifacts/deploy/kustomization.yaml's, so that
+# a tarball loaded into kind is what the Deployment runs.
+IMAGE ?= example.com/foo-controller:dev
+
+.PHONY: image
+image: ## Build the image into _output/foo-controller.tar, no Docker needed (IMAGE=name:tag, PUSH=1 to push it).
+	go -C hack/image run . -tag $(IMAGE) $(if $(PUSH),-push)
+
 .PHONY: generate
 generate: ## Regenerate clientset, listers, informers, deepcopy and the CRD.
 	hack/update-codegen.sh
@@ -26,9 +34,10 @@ verify: ## Generated code up to date, docs links, gofmt, go vet, golangci-lint.
 	hack/lint.sh
 
 .PHONY: test-unit
-test-unit: ## Unit tests (fake clientsets, pure functions) with the race detector.
+test-unit: ## Unit tests (fake clientsets, pure functions) with the race detector; the image (TestImage).
 	go test -race $(GOTEST_FLAGS) ./...
 	go -C hack/plot test $(GOTEST_FLAGS) ./...
+	go -C hack/image test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-integration
 test-integration: ## Integration tests on a real control plane (builds it on first use).

@@ -432,7 +432,7 @@ func assertQueue(t *testing.T, c *Controller, want []string) {
 // registers the metrics first: until then they count nothing.
 func counterValue(t *testing.T, name, label string) float64 {
 	t.Helper()
-	metrics.Register("test")
+	metrics.Register("test", "0123abc")
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,6 +63,8 @@ type options struct {
 	probeAddr   string
 	profiling   bool
 	logging     *logsapi.LoggingConfiguration
+
+	printVersion bool
 }
 
 func main() {
@@ -71,6 +75,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "foo-controller: %v (see -help)\n", err)
 		os.Exit(2)
+	}
+	if opts.printVersion {
+		fmt.Println(versionLine(readBuild()))
+		return
 	}
 
 	ctx := signalContext(klog.NewContext(context.Background(), klog.Background()))
@@ -123,6 +131,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's profiles (/debug/pprof/) beside /metrics, to measure memory and CPU at scale.")
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version and the commit this binary was built from, and exit.")
 	fs.SetOutput(io.Discard) // errors are reported once by main, not with the usage text
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -131,6 +140,11 @@ func parseFlags(args []string) (options, error) {
 			fs.PrintDefaults()
 		}
 		return o, err
+	}
+	if o.printVersion {
+		// Whatever else is on the command line: the question is only
+		// which binary this is.
+		return o, nil
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "leader-elect" {
@@ -182,8 +196,8 @@ func run(ctx context.Context, o options) (err error) {
 	if !o.leaderElectSet {
 		o.leaderElect = inCluster
 	}
-	version := buildVersion()
-	metrics.Register(version)
+	b := readBuild()
+	metrics.Register(b.version, b.revision)
 
 	lc := o.lease
 	if lc.LeaseNamespace == "" {
@@ -210,7 +224,7 @@ func run(ctx context.Context, o options) (err error) {
 		cfg.WrapTransport = lc.Fence.WrapTransport
 		cfg.Dial = lc.Fence.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
-	logger.Info("Starting", "version", version, "identity", identity, "leaderElection", o.leaderElect)
+	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", identity, "leaderElection", o.leaderElect)
 
 	// Built-in types travel as protobuf: smaller and several times cheaper
 	// to decode than JSON, which matters for the Deployment watch and the
@@ -370,20 +384,62 @@ func run(ctx context.Context, o options) (err error) {
 	return nil
 }
 
-// buildVersion is the module version the binary was built from, with the
-// VCS revision when the build recorded one.
-func buildVersion() string {
+// version and revision are set by make image (hack/image, with -ldflags
+// -X) from git. go build's own VCS stamping cannot be relied on for them:
+// it recognises only a .git directory, so in a git worktree it records
+// nothing, or the commit of a repository around it (golang/go#58218).
+var version, revision string
+
+// build describes the binary. Without the -X stamp, what the Go toolchain
+// recorded: since Go 1.24 the main module's version comes from the VCS
+// too (the commit's tag, else a pseudo-version naming it, "+dirty" for
+// uncommitted changes), and it is "(devel)" with no revision when built
+// without VCS information (-buildvcs=false, a worktree, no git).
+type build struct {
+	version             string // module version, "+dirty" included
+	revision            string // full commit hash
+	goVersion, platform string
+}
+
+func readBuild() build {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		bi = &debug.BuildInfo{Main: debug.Module{Version: "unknown"}}
 	}
-	v := bi.Main.Version
+	return buildOf(bi, version, revision)
+}
+
+func buildOf(bi *debug.BuildInfo, stampedVersion, stampedRevision string) build {
+	b := build{version: bi.Main.Version, goVersion: bi.GoVersion}
+	var goos, goarch string
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += "+" + s.Value
+		switch s.Key {
+		case "vcs.revision":
+			b.revision = s.Value
+		case "GOOS":
+			goos = s.Value
+		case "GOARCH":
+			goarch = s.Value
 		}
 	}
-	return v
+	if goos != "" {
+		b.platform = goos + "/" + goarch
+	}
+	if stampedRevision != "" {
+		b.version, b.revision = stampedVersion, stampedRevision
+	}
+	return b
+}
+
+// versionLine is what -version prints: one line, the full commit in it, so
+// that an image can be traced to its source (hack/image's test checks it).
+func versionLine(b build) string {
+	commit := "commit unknown"
+	if b.revision != "" {
+		commit = "commit " + b.revision
+	}
+	return fmt.Sprintf("foo-controller %s (%s)", b.version, strings.Join(slices.DeleteFunc(
+		[]string{commit, strings.TrimSpace(b.goVersion + " " + b.platform)}, func(s string) bool { return s == "" }), ", "))
 }
 
 // clientConfig builds the REST config: from -kubeconfig, else from

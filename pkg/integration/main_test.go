@@ -22,6 +22,9 @@ var env *cluster
 // controllerBin is the controller binary under test, built with -race.
 var controllerBin string
 
+// shipped is the image, unpacked: TestInClusterConfig runs the binary in it.
+var shipped *image
+
 // repoRoot is the repository root (this package lives in pkg/integration).
 var repoRoot = func() string {
 	wd, err := os.Getwd()
@@ -68,6 +71,10 @@ func runMain(m *testing.M) int {
 	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: building the controller: %v\n", err)
+		return 1
+	}
+	if shipped, err = buildImage(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		return 1
 	}
 

@@ -274,11 +274,12 @@ func TestGracefulShutdownDuringBurst(t *testing.T) {
 	}
 }
 
-// TestInClusterConfig runs the binary as it runs in a pod: no kubeconfig, the
-// API server named by KUBERNETES_SERVICE_HOST/PORT, and a ServiceAccount
-// token, CA and namespace where client-go looks for them. Those files are
-// put in place in a private mount namespace (a tmpfs over /run, which
-// /var/run points to), so the host is left untouched.
+// TestInClusterConfig runs the image's binary as it runs in a pod: in the
+// image's filesystem (nothing but the binary: no CA bundle, /etc or /tmp),
+// read-only, as the image's user, with no kubeconfig, the API server named
+// by KUBERNETES_SERVICE_HOST/PORT, and a ServiceAccount token, CA and
+// namespace where client-go looks for them. All of it is set up in a
+// private mount namespace, so the host is left untouched.
 func TestInClusterConfig(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
@@ -324,13 +325,30 @@ func TestInClusterConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The binary of the image, as a container runtime would run it: its
+	// entrypoint, as its user, with its filesystem as the root, read-only
+	// (as artifacts/deploy sets it), and the service account's files
+	// mounted where the kubelet mounts them, readable by all (the
+	// projected volume's default mode).
 	const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
-	script := `mount -t tmpfs tmpfs /run && mkdir -p ` + saDir + ` && cp "$FOO_SA_SRC"/* ` + saDir + `/ && exec "$0" "$@"`
+	script := `set -e
+root="$FOO_ROOTFS"
+mkdir -p "$root` + saDir + `"
+mount --bind "$root" "$root"
+mount -o remount,bind,ro "$root"
+mount -t tmpfs -o mode=0755 tmpfs "$root` + saDir + `"
+cp "$FOO_SA_SRC"/* "$root` + saDir + `"/
+chmod 0644 "$root` + saDir + `"/*
+exec "$0" "$@"`
+	args := append([]string{"--mount", "--propagation", "private", "sh", "-c", script,
+		"chroot", "--userspec=" + shipped.user, shipped.rootfs}, shipped.entrypoint...)
+	// The parent-death signal that stops a controller whose test binary
+	// died does not outlive chroot's change of user: if go test is killed,
+	// this one is left running (a graceful end stops it as usual).
 	p := s.launch("unshare", []string{
 		"KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port(),
-		"KUBECONFIG=", "FOO_SA_SRC=" + src,
-	}, "--mount", "--propagation", "private", "sh", "-c", script, controllerBin,
-		"-namespace="+s.ns, "-v=4", "-metrics-bind-address=0", "-health-probe-bind-address=0")
+		"KUBECONFIG=", "HOME=/", "FOO_SA_SRC=" + src, "FOO_ROOTFS=" + shipped.rootfs,
+	}, append(args, "-namespace="+s.ns, "-v=4", "-metrics-bind-address=0", "-health-probe-bind-address=0")...)
 
 	// Leader election is on by default in-cluster, with its Lease in the
 	// pod's namespace (read from the mounted namespace file).
@@ -341,6 +359,16 @@ func TestInClusterConfig(t *testing.T) {
 		}
 		return true, ""
 	})
+	// By now unshare, sh and chroot have each exec'd the next: the
+	// process is the controller.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := regexp.MustCompile(`(?m)^Uid:\s+(\d+)`).FindSubmatch(status)
+	if uid == nil || !strings.HasPrefix(shipped.user, string(uid[1])+":") || !strings.Contains(string(status), "Name:\tfoo-controller\n") {
+		t.Errorf("want the image's entrypoint running as its user %s; /proc/%d/status:\n%s", shipped.user, p.cmd.Process.Pid, status)
+	}
 	s.createFoo(newFoo("web", "web", 2))
 	s.waitConverged("web", time.Minute)
 }

@@ -85,15 +85,16 @@ var (
 		Name:           "build_info",
 		Help:           "Always 1; the labels describe the running binary.",
 		StabilityLevel: k8smetrics.ALPHA,
-	}, []string{"version", "go_version"})
+	}, []string{"version", "revision", "go_version"})
 )
 
 var registerOnce sync.Once
 
-// Register registers the metrics (once) and sets build_info.
-func Register(version string) {
+// Register registers the metrics (once) and sets build_info: version is
+// the main module's version, revision the commit ("" when not stamped).
+func Register(version, revision string) {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, BuildInfo)
 	})
-	BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }

@@ -54,7 +54,7 @@ func TestServeDisabledAndBadAddress(t *testing.T) {
 // (pkg/promtext), which refuses a malformed exposition where a line scan
 // would skip it: check that it parses, a histogram bucket included.
 func TestMetricsHandlerParses(t *testing.T) {
-	Register("test")
+	Register("test", "0123abc")
 	ReconcileDuration.WithLabelValues(ResultSuccess).Observe(3)
 	rec := httptest.NewRecorder()
 	MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
@@ -65,7 +65,7 @@ func TestMetricsHandlerParses(t *testing.T) {
 	if v, _ := f.Sum("foo_controller_reconcile_duration_seconds_bucket", `result="success"`, `le="5"`); v < 1 {
 		t.Errorf(`reconcile_duration_seconds_bucket{le="5"} = %v, want >= 1`, v)
 	}
-	if _, ok := f.Sum("foo_controller_build_info", `version="test"`); !ok {
+	if _, ok := f.Sum("foo_controller_build_info", `version="test"`, `revision="0123abc"`); !ok {
 		t.Error("foo_controller_build_info missing")
 	}
 }
