@@ -449,15 +449,6 @@ func TestDesiredDeploymentContainerPort(t *testing.T) {
 	}
 }
 
-// conditionCase is one observation and the condition expected from it
-// ("" for no condition: Reconciling and Stalled are absent when not True).
-type conditionCase struct {
-	name   string
-	obs    Observation
-	status metav1.ConditionStatus
-	reason string
-}
-
 // conditionCases are the situations every condition function is tested
 // in; each test states what its condition says in each.
 func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
@@ -489,10 +480,11 @@ func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
 	}
 }
 
-func runConditionCases(t *testing.T, foo *samplev1alpha1.Foo, want map[string]struct {
-	status metav1.ConditionStatus
-	reason string
-}, compute func(Observation) *metav1.Condition) {
+// runConditionCases checks compute in every case of conditionCases against
+// want, which must name them all; a zero wantCond (none) means no
+// condition: Reconciling and Stalled are absent when not True.
+func runConditionCases(t *testing.T, foo *samplev1alpha1.Foo, want map[string]wantCond,
+	compute func(Observation) *metav1.Condition) {
 	t.Helper()
 	cases := conditionCases(foo)
 	for name := range cases {
