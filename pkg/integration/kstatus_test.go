@@ -310,8 +310,19 @@ func TestKstatusFailed(t *testing.T) {
 		if conditionIn(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
 			t.Errorf("%s: Reconciling beside Stalled: %s", name, k)
 		}
+		// Events are sent asynchronously: the Warning may come a moment
+		// after the status.
+		s.eventually(30*time.Second, "one "+reason+" Warning on "+name, func() (bool, string) {
+			ev := s.fooEvents(name)
+			return ev[reason] == 1, fmt.Sprintf("%v", ev)
+		})
+	}
+	for name, reason := range map[string]string{
+		"conflict": samplev1alpha1.ReasonDeploymentConflict,
+		"refused":  samplev1alpha1.ReasonDeploymentApplyFailed,
+	} {
 		if ev := s.fooEvents(name); ev[reason] != 1 {
-			t.Errorf("%s: events %v, want one %s Warning", name, ev, reason)
+			t.Errorf("%s: events %v, want exactly one %s Warning", name, ev, reason)
 		}
 	}
 
