@@ -236,6 +236,53 @@ func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
 	assertEvents(t, drainEvents(f.recorder))
 }
 
+// TestSyncReplicasOverriddenIsStalled: an admission policy caps replicas
+// below what the Foo declares, so the API server keeps our correction at
+// its cap. The replica count is never reached; without Stalled the Foo
+// would report Reconciling for good (kstatus: InProgress for ever). It is
+// reported once: one status write, one Warning, then silence.
+func TestSyncReplicasOverriddenIsStalled(t *testing.T) {
+	foo := newFoo("a", 5)
+	dep := ownedDeployment(newFoo("a", 3)) // capped at 3, all available
+	dep.OwnerReferences[0].UID = foo.UID
+	dep.Labels, dep.Spec.Template.Labels = plan.Labels(foo), plan.Labels(foo)
+	dep.Spec.Selector.MatchLabels = plan.SelectorLabels(foo)
+	withConvergedStatus(foo, dep, false)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, dep.DeepCopy(), nil
+	})
+	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+		t.Fatal(err)
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
+	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
+	st := appliedStatus(t, f.client.Actions())
+	stalled := conditionOf(st, samplev1alpha1.ConditionStalled)
+	if stalled == nil || stalled.Reason != samplev1alpha1.ReasonReplicasOverridden || conditionOf(st, samplev1alpha1.ConditionReconciling) != nil {
+		t.Fatalf("want Stalled/ReplicasOverridden and no Reconciling: %+v", st.Conditions)
+	}
+	if r := readyOf(t, st); r.Status != metav1.ConditionFalse || r.Reason != samplev1alpha1.ReasonReplicasOverridden {
+		t.Errorf("Ready: %s/%s", r.Status, r.Reason)
+	}
+	assertEvents(t, drainEvents(f.recorder), "Warning ReplicasOverridden")
+
+	// Our write's event, and later syncs: no correction, no status write,
+	// no Event.
+	f.kubeclient.ClearActions()
+	f.client.ClearActions()
+	for range 3 {
+		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertActions(t, "kube", f.kubeclient.Actions(), nil)
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
 // TestRefusedCorrectionsBackOff: something keeps changing our Deployment
 // and the API server refuses every correction (an admission webhook, say).
 // Each refusal is an error, and a correction held back by the corrections

@@ -266,8 +266,30 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 		},
 		Status: appsv1.DeploymentStatus{
 			ObservedGeneration: 1, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			},
 		},
 	}
+}
+
+// setCounts sets dep's status counts (ready as available) and its
+// Available condition, as the Deployment controller would report them.
+func setCounts(dep *appsv1.Deployment, replicas, updated, available int32, isAvailable bool) {
+	dep.Status.Replicas, dep.Status.UpdatedReplicas = replicas, updated
+	dep.Status.ReadyReplicas, dep.Status.AvailableReplicas = available, available
+	c := appsv1.DeploymentCondition{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable"}
+	if isAvailable {
+		c.Status, c.Reason = corev1.ConditionTrue, "MinimumReplicasAvailable"
+	}
+	for i := range dep.Status.Conditions {
+		if dep.Status.Conditions[i].Type == appsv1.DeploymentAvailable {
+			dep.Status.Conditions[i] = c
+			return
+		}
+	}
+	dep.Status.Conditions = append(dep.Status.Conditions, c)
 }
 
 // ports are the container ports the API server holds for foo's
@@ -399,6 +421,16 @@ func readyOf(t *testing.T, st samplev1alpha1.FooStatus) metav1.Condition {
 	}
 	t.Fatalf("no Ready condition in %+v", st)
 	return metav1.Condition{}
+}
+
+// conditionOf is the condition of that type in st, or nil.
+func conditionOf(st samplev1alpha1.FooStatus, typ string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func assertEvents(t *testing.T, got []string, wantPrefixes ...string) {

@@ -21,12 +21,14 @@ import (
 // replica counts may wait to be written with the next one. A rollout
 // changes the Deployment's status several times before it is available;
 // writing each costs a request per change per Foo, and the transitions that
-// matter (Ready, a new generation, a new reason) are written at once anyway.
+// matter (a condition flipping, a new generation, a new problem) are
+// written at once anyway.
 const statusProgressInterval = 2 * time.Second
 
 // syncStatus writes foo's status through the status subresource, and only if
-// it changed: an unchanged Foo costs no request. When the Ready condition
-// turns to a problem the user must act on, it records one Warning Event —
+// it changed: an unchanged Foo costs no request. When the Stalled condition
+// begins (a problem the user must act on, or that will not resolve by
+// itself), or its reason or message changes, it records one Warning Event —
 // after the write, so a failed write (retried) cannot repeat the Event. A
 // write the pacer holds back is a requeue for when it may go out.
 func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs plan.Observation) (syncResult, error) {
@@ -63,11 +65,12 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	c.foos.Mutation(trimmed(updated))
 	c.statusPacer.Wrote(key, c.clock.Now())
 
-	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
-	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", after.Status, "reason", after.Reason,
+	ready := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", ready.Status, "reason", ready.Reason,
 		"availableReplicas", want.AvailableReplicas, "observedGeneration", want.ObservedGeneration)
-	if warningReasons[after.Reason] && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
+	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionStalled)
+	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionStalled)
+	if after != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		var related runtime.Object
 		if obs.Deployment != nil {
 			related = obs.Deployment
@@ -75,12 +78,4 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 		c.recorder.Eventf(foo, related, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	}
 	return syncResult{}, nil
-}
-
-// warningReasons are the Ready reasons that need the user: each gets a
-// Warning Event when it begins (or its message changes), never per sync.
-var warningReasons = map[string]bool{
-	samplev1alpha1.ReasonDeploymentConflict:       true,
-	samplev1alpha1.ReasonDeploymentApplyFailed:    true,
-	samplev1alpha1.ReasonProgressDeadlineExceeded: true,
 }

@@ -48,14 +48,14 @@ func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
-		if r := readyOf(t, appliedStatus(t, f.client.Actions())); r.Reason != samplev1alpha1.ReasonProgressing {
-			t.Errorf("first status: Ready %s/%s", r.Status, r.Reason)
+		st := appliedStatus(t, f.client.Actions())
+		if r := readyOf(t, st); r.Status != metav1.ConditionFalse || conditionOf(st, samplev1alpha1.ConditionReconciling) == nil {
+			t.Errorf("first status: Ready %s/%s, conditions %+v", r.Status, r.Reason, st.Conditions)
 		}
 	})
 	t.Run("already available", func(t *testing.T) {
 		foo := newFoo("a", 1)
-		dep := ownedDeployment(foo)
-		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+		dep := ownedDeployment(foo) // 1 of 1 available
 		_, foos, _, err := newFixture(t).withFoo(foo).withDeployment(dep).sync(keyOf(foo))
 		if err != nil {
 			t.Fatal(err)
@@ -67,10 +67,10 @@ func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
 func TestSyncStatusFollowsDeployment(t *testing.T) {
 	foo := newFoo("a", 3)
 	dep := ownedDeployment(foo)
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 1, AvailableReplicas: 1}
+	setCounts(dep, 3, 3, 1, false)
 	withConvergedStatus(foo, dep, false)
 	dep = dep.DeepCopy()
-	dep.Status.ReadyReplicas, dep.Status.AvailableReplicas = 3, 3
+	setCounts(dep, 3, 3, 3, true)
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	kube, foos, evts, err := f.sync(keyOf(foo))
 	if err != nil {
@@ -99,7 +99,7 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	// A rollout of 3 replicas, watched step by step.
 	foo := newFoo("a", 3)
 	dep := ownedDeployment(foo)
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 1}
+	setCounts(dep, 3, 1, 0, false)
 	withConvergedStatus(foo, dep, false)
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
@@ -108,7 +108,7 @@ func TestSyncPacesProgressOnlyStatus(t *testing.T) {
 	step := func(updated, available int32) {
 		t.Helper()
 		f.deploymentChanged(dep, func(d *appsv1.Deployment) {
-			d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = updated, available, available
+			setCounts(d, 3, updated, available, available == 3) // maxUnavailable of 3 is 0
 		})
 		var err error
 		if last, err = c.syncHandler(ctx, keyOf(foo)); err != nil {

@@ -172,7 +172,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		// it again would only be overridden again, and our own write's
 		// event would bring us back here, forever.
 		logger.V(4).Info("Deployment is as the API server keeps it; not correcting it again", "deployment", klog.KObj(dep), "drift", drift)
-		return plan.Observation{Deployment: dep}, syncResult{}, nil
+		return plan.Observation{Deployment: dep, Overridden: drift}, syncResult{}, nil
 	}
 	// Someone changed our Deployment. Put it back, but if they keep doing
 	// so, only as often as the corrections limiter allows: the sync asks to
@@ -203,10 +203,11 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would
 	// be noise.
-	if still := c.noteOverridden(ctx, foo, updated); len(still) > 0 {
+	still := c.noteOverridden(ctx, foo, updated)
+	if len(still) > 0 {
 		drift = slices.DeleteFunc(drift, func(f string) bool { return slices.Contains(still, f) })
 		if len(drift) == 0 {
-			return plan.Observation{Deployment: updated}, syncResult{}, nil
+			return plan.Observation{Deployment: updated, Overridden: still}, syncResult{}, nil
 		}
 	}
 	logger.V(2).Info("Updated Deployment", "deployment", klog.KObj(updated), "drift", drift)
@@ -223,7 +224,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
 			"Updated Deployment %s: %v", updated.Name, drift)
 	}
-	return plan.Observation{Deployment: updated}, syncResult{}, nil
+	return plan.Observation{Deployment: updated, Overridden: still}, syncResult{}, nil
 }
 
 // noteOverridden remembers, after a write of ours, the fields the API

@@ -69,8 +69,15 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 	if st.ObservedGeneration != foo.Generation {
 		t.Errorf("observedGeneration: got %d, want %d", st.ObservedGeneration, foo.Generation)
 	}
-	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonProgressing {
-		t.Errorf("Ready after create: got %s/%s, want False/Progressing", c.Status, c.Reason)
+	// Not ready, for the reason Reconciling gives (the fake API server
+	// sets no generation, so its new Deployment reads as observed, with no
+	// pods yet: Scaling).
+	rec := conditionOf(st, samplev1alpha1.ConditionReconciling)
+	if rec == nil || rec.Status != metav1.ConditionTrue || conditionOf(st, samplev1alpha1.ConditionStalled) != nil {
+		t.Fatalf("after create: want Reconciling, not Stalled: %+v", st.Conditions)
+	}
+	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != rec.Reason {
+		t.Errorf("Ready after create: got %s/%s, want False/%s", c.Status, c.Reason, rec.Reason)
 	}
 }
 
@@ -359,8 +366,14 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 			assertActions(t, "kube", kube, nil) // neither adopted nor updated
 			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
 			assertEvents(t, evts) // no Warning: it resolves by itself
-			if c := readyOf(t, appliedStatus(t, foos)); c.Reason != samplev1alpha1.ReasonProgressing {
+			st := appliedStatus(t, foos)
+			if c := readyOf(t, st); c.Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
 				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
+			}
+			// It resolves by itself: Reconciling, not Stalled.
+			if c := conditionOf(st, samplev1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
+				conditionOf(st, samplev1alpha1.ConditionStalled) != nil {
+				t.Errorf("conditions: %+v", st.Conditions)
 			}
 		})
 	}

@@ -552,9 +552,13 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		f := foos[i]
 		st := samplev1alpha1.FooStatus{
 			ObservedGeneration: f.Generation, Replicas: replicas, AvailableReplicas: replicas, ReadyReplicas: replicas,
+			// The two conditions of a converged Foo: the same size of write.
 			Conditions: []metav1.Condition{{
 				Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
 				LastTransitionTime: now, Reason: samplev1alpha1.ReasonDeploymentAvailable, Message: "bench floor",
+			}, {
+				Type: samplev1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
+				LastTransitionTime: now, Reason: samplev1alpha1.ReasonMinimumReplicasAvailable, Message: "bench floor",
 			}},
 		}
 		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).ApplyStatus(ctx, plan.StatusApply(f, st),

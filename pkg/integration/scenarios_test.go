@@ -69,7 +69,7 @@ func TestCreateConverges(t *testing.T) {
 		t.Errorf("kubectl wait --for=condition=Ready: %v: %s", err, out)
 	}
 	out, err := s.kubectl("get", "foos")
-	if err != nil || !strings.Contains(out, "DEPLOYMENT") || !regexpMatch(`web\s+web-deploy\s+2\s+2\s+True`, out) {
+	if err != nil || !strings.Contains(out, "DEPLOYMENT") || !regexpMatch(`web\s+web-deploy\s+2\s+2\s+True\s+DeploymentAvailable\s`, out) {
 		t.Errorf("printer columns: %v\n%s", err, out)
 	}
 	if ev := s.fooEvents("web"); ev["Created"] != 1 {

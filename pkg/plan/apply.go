@@ -10,7 +10,8 @@ import (
 // ownedConditions are the condition types this controller writes. Only these
 // go into its status apply configuration: conditions other actors add stay
 // theirs.
-var ownedConditions = []string{samplev1alpha1.ConditionReady}
+var ownedConditions = []string{samplev1alpha1.ConditionReady, samplev1alpha1.ConditionAvailable,
+	samplev1alpha1.ConditionReconciling, samplev1alpha1.ConditionStalled}
 
 // StatusApply is the server-side apply configuration of foo's status
 // subresource for st. Server-side apply sends only the fields we own, never

@@ -60,8 +60,37 @@ func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
 			},
 		},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			}},
 	}
+}
+
+// withStatus returns a copy of d with its status counts (replicas, updated,
+// available; ready as available) and Available condition set.
+func withStatus(d *appsv1.Deployment, replicas, updated, available int32, isAvailable bool) *appsv1.Deployment {
+	d = d.DeepCopy()
+	d.Status.Replicas, d.Status.UpdatedReplicas = replicas, updated
+	d.Status.AvailableReplicas, d.Status.ReadyReplicas = available, available
+	for i := range d.Status.Conditions {
+		if c := &d.Status.Conditions[i]; c.Type == appsv1.DeploymentAvailable {
+			c.Status, c.Reason = corev1.ConditionFalse, "MinimumReplicasUnavailable"
+			if isAvailable {
+				c.Status, c.Reason = corev1.ConditionTrue, "MinimumReplicasAvailable"
+			}
+		}
+	}
+	return d
+}
+
+// unobserved returns a copy of d with a generation the Deployment
+// controller has not observed yet.
+func unobserved(d *appsv1.Deployment) *appsv1.Deployment {
+	d = d.DeepCopy()
+	d.Generation = d.Status.ObservedGeneration + 1
+	return d
 }
 
 func TestControllerFooAndClassify(t *testing.T) {
@@ -420,80 +449,245 @@ func TestDesiredDeploymentContainerPort(t *testing.T) {
 	}
 }
 
-func TestReadyCondition(t *testing.T) {
-	foo := testFoo() // wants 2
-	type want struct {
-		status metav1.ConditionStatus
-		reason string
+// conditionCases are the situations every condition function is tested
+// in; each test states what its condition says in each.
+func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
+	done := rolledOut(foo) // 2 of 2, available
+	going := done.DeepCopy()
+	going.DeletionTimestamp = &metav1.Time{}
+	pde := withStatus(done, 2, 2, 1, false)
+	pde.Status.Conditions[1] = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
+	return map[string]Observation{
+		"rolled out":                               {Deployment: done},
+		"no Deployment yet":                        {},
+		"create refused":                           {ApplyError: errors.New("exceeded quota: pods=10")},
+		"update refused":                           {Deployment: done, ApplyError: errors.New("denied by policy")},
+		"conflict":                                 {Deployment: done, Conflict: true},
+		"old Deployment going away":                {Deployment: going, Waiting: true},
+		"generation not observed":                  {Deployment: unobserved(done)},
+		"just created":                             {Deployment: func() *appsv1.Deployment { d := unobserved(done); d.Status = appsv1.DeploymentStatus{}; return d }()},
+		"rolling out, available":                   {Deployment: withStatus(done, 3, 1, 2, true)},
+		"rolling out, old pods remain":             {Deployment: withStatus(done, 3, 2, 2, true)},
+		"scaling up, available":                    {Deployment: withStatus(done, 1, 1, 1, true)},
+		"scaling up, unavailable":                  {Deployment: withStatus(done, 1, 1, 1, false)},
+		"scaling down":                             {Deployment: withStatus(done, 3, 3, 3, true)},
+		"pods not available yet":                   {Deployment: withStatus(done, 2, 2, 1, true)},
+		"unavailable, nothing to do":               {Deployment: withStatus(done, 2, 2, 2, false)},
+		"progress deadline exceeded":               {Deployment: pde},
+		"progress deadline of an older generation": {Deployment: unobserved(pde)},
+		"replicas overridden":                      {Deployment: withStatus(done, 1, 1, 1, true), Overridden: []string{"replicas"}},
+		"image overridden":                         {Deployment: done, Overridden: []string{"image"}},
 	}
-	progressing := want{metav1.ConditionFalse, samplev1alpha1.ReasonProgressing}
-	tests := []struct {
-		name     string
-		dep      func() *appsv1.Deployment
-		conflict bool
-		want     want
-	}{
-		{"conflict", func() *appsv1.Deployment { return rolledOut(foo) }, true,
-			want{metav1.ConditionFalse, samplev1alpha1.ReasonDeploymentConflict}},
-		{"no Deployment", func() *appsv1.Deployment { return nil }, false, progressing},
-		{"old Deployment going away", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.DeletionTimestamp = &metav1.Time{}
-			return d
-		}, false, progressing},
-		{"generation not observed", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Generation = 2
-			return d
-		}, false, progressing},
-		{"progress deadline exceeded", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Status.AvailableReplicas = 1
-			d.Status.Conditions = []appsv1.DeploymentCondition{{
-				Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
-			}}
-			return d
-		}, false, want{metav1.ConditionFalse, samplev1alpha1.ReasonProgressDeadlineExceeded}},
-		{"not all updated", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Status.UpdatedReplicas = 1
-			return d
-		}, false, progressing},
-		{"old pods still running", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Status.Replicas = 3
-			return d
-		}, false, progressing},
-		{"not all available", func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Status.AvailableReplicas = 1
-			return d
-		}, false, progressing},
-		{"all available", func() *appsv1.Deployment { return rolledOut(foo) }, false,
-			want{metav1.ConditionTrue, samplev1alpha1.ReasonDeploymentAvailable}},
+}
+
+// runConditionCases checks compute in every case of conditionCases against
+// want, which must name them all; a zero wantCond (none) means no
+// condition: Reconciling and Stalled are absent when not True.
+func runConditionCases(t *testing.T, foo *samplev1alpha1.Foo, want map[string]wantCond,
+	compute func(Observation) *metav1.Condition) {
+	t.Helper()
+	cases := conditionCases(foo)
+	for name := range cases {
+		if _, ok := want[name]; !ok {
+			t.Errorf("case %q has no expectation", name)
+		}
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dep := tc.dep()
-			waiting := dep != nil && dep.DeletionTimestamp != nil
-			c := ReadyCondition(foo, Observation{Deployment: dep, Conflict: tc.conflict, Waiting: waiting})
-			if c.Type != samplev1alpha1.ConditionReady || c.Status != tc.want.status || c.Reason != tc.want.reason || c.Message == "" {
-				t.Errorf("got %s %s/%s %q, want %s/%s", c.Type, c.Status, c.Reason, c.Message, tc.want.status, tc.want.reason)
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			obs, ok := cases[name]
+			if !ok {
+				t.Fatalf("no case %q", name)
+			}
+			c := compute(obs)
+			switch {
+			case w.reason == "" && c != nil:
+				t.Errorf("got %s %s/%s %q, want none", c.Type, c.Status, c.Reason, c.Message)
+			case w.reason == "":
+			case c == nil:
+				t.Errorf("got none, want %s/%s", w.status, w.reason)
+			case c.Status != w.status || c.Reason != w.reason || c.Message == "" || c.ObservedGeneration != foo.Generation:
+				t.Errorf("got %s/%s %q at generation %d, want %s/%s at %d", c.Status, c.Reason, c.Message, c.ObservedGeneration,
+					w.status, w.reason, foo.Generation)
 			}
 		})
 	}
+}
 
-	failed := ReadyCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
-	if failed.Status != metav1.ConditionFalse || failed.Reason != samplev1alpha1.ReasonDeploymentApplyFailed ||
-		!strings.Contains(failed.Message, "exceeded quota") {
-		t.Errorf("apply failure: %+v", failed)
+type wantCond = struct {
+	status metav1.ConditionStatus
+	reason string
+}
+
+var (
+	none = wantCond{}
+	tru  = func(reason string) wantCond { return wantCond{metav1.ConditionTrue, reason} }
+	fals = func(reason string) wantCond { return wantCond{metav1.ConditionFalse, reason} }
+)
+
+func TestStalledCondition(t *testing.T) {
+	foo := testFoo()
+	runConditionCases(t, foo, map[string]wantCond{
+		"rolled out":                   none,
+		"no Deployment yet":            none,
+		"create refused":               tru(samplev1alpha1.ReasonDeploymentApplyFailed),
+		"update refused":               tru(samplev1alpha1.ReasonDeploymentApplyFailed),
+		"conflict":                     tru(samplev1alpha1.ReasonDeploymentConflict),
+		"old Deployment going away":    none,
+		"generation not observed":      none,
+		"just created":                 none,
+		"rolling out, available":       none,
+		"rolling out, old pods remain": none,
+		"scaling up, available":        none,
+		"scaling up, unavailable":      none,
+		"scaling down":                 none,
+		"pods not available yet":       none,
+		"unavailable, nothing to do":   none,
+		"progress deadline exceeded":   tru(samplev1alpha1.ReasonProgressDeadlineExceeded),
+		// The Deployment controller resets it when it rolls out the new spec.
+		"progress deadline of an older generation": none,
+		"replicas overridden":                      tru(samplev1alpha1.ReasonReplicasOverridden),
+		// It rolls out and serves as the API server keeps it.
+		"image overridden": none,
+	}, func(obs Observation) *metav1.Condition { return StalledCondition(foo, obs) })
+
+	failed := StalledCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
+	if !strings.Contains(failed.Message, "exceeded quota") {
+		t.Errorf("the refusal's words must be in the message: %q", failed.Message)
 	}
+}
+
+func TestReconcilingCondition(t *testing.T) {
+	foo := testFoo()
+	runConditionCases(t, foo, map[string]wantCond{
+		"rolled out":                   none,
+		"no Deployment yet":            tru(samplev1alpha1.ReasonCreating),
+		"create refused":               none, // stalled instead: never both
+		"update refused":               none,
+		"conflict":                     none,
+		"old Deployment going away":    tru(samplev1alpha1.ReasonWaitingForOldDeployment),
+		"generation not observed":      tru(samplev1alpha1.ReasonDeploymentNotObserved),
+		"just created":                 tru(samplev1alpha1.ReasonDeploymentNotObserved),
+		"rolling out, available":       tru(samplev1alpha1.ReasonRollingOut),
+		"rolling out, old pods remain": tru(samplev1alpha1.ReasonRollingOut),
+		"scaling up, available":        tru(samplev1alpha1.ReasonScaling),
+		"scaling up, unavailable":      tru(samplev1alpha1.ReasonScaling),
+		"scaling down":                 tru(samplev1alpha1.ReasonScaling),
+		"pods not available yet":       tru(samplev1alpha1.ReasonWaitingForReplicas),
+		// Every replica is there and available by count; only the
+		// Deployment's condition lags: Ready says it, not Reconciling.
+		"unavailable, nothing to do":               none,
+		"progress deadline exceeded":               none,
+		"progress deadline of an older generation": tru(samplev1alpha1.ReasonDeploymentNotObserved),
+		"replicas overridden":                      none,
+		"image overridden":                         none,
+	}, func(obs Observation) *metav1.Condition { return ReconcilingCondition(foo, obs) })
+}
+
+func TestAvailableCondition(t *testing.T) {
+	foo := testFoo()
+	nodep := fals(samplev1alpha1.ReasonNoDeployment)
+	up, down := tru(samplev1alpha1.ReasonMinimumReplicasAvailable), fals(samplev1alpha1.ReasonMinimumReplicasUnavailable)
+	runConditionCases(t, foo, map[string]wantCond{
+		"rolled out":                               up,
+		"no Deployment yet":                        nodep,
+		"create refused":                           nodep,
+		"update refused":                           up, // the Deployment we could not change still serves
+		"conflict":                                 nodep,
+		"old Deployment going away":                nodep,
+		"generation not observed":                  up, // still serving meanwhile
+		"just created":                             down,
+		"rolling out, available":                   up,
+		"rolling out, old pods remain":             up,
+		"scaling up, available":                    up,
+		"scaling up, unavailable":                  down,
+		"scaling down":                             up,
+		"pods not available yet":                   up,
+		"unavailable, nothing to do":               down,
+		"progress deadline exceeded":               down,
+		"progress deadline of an older generation": down,
+		"replicas overridden":                      up,
+		"image overridden":                         up,
+	}, func(obs Observation) *metav1.Condition { c := AvailableCondition(foo, obs); return &c })
 
 	zero := testFoo()
 	zero.Spec.Replicas = ptr.To[int32](0)
 	if c := ReadyCondition(zero, Observation{Deployment: rolledOut(zero)}); c.Status != metav1.ConditionTrue {
 		t.Errorf("a Foo scaled to zero with its Deployment at zero is Ready: got %s/%s", c.Status, c.Reason)
 	}
+}
+
+func TestReadyCondition(t *testing.T) {
+	foo := testFoo()
+	ready := tru(samplev1alpha1.ReasonDeploymentAvailable)
+	runConditionCases(t, foo, map[string]wantCond{
+		"rolled out":                   ready,
+		"no Deployment yet":            fals(samplev1alpha1.ReasonCreating),
+		"create refused":               fals(samplev1alpha1.ReasonDeploymentApplyFailed),
+		"update refused":               fals(samplev1alpha1.ReasonDeploymentApplyFailed),
+		"conflict":                     fals(samplev1alpha1.ReasonDeploymentConflict),
+		"old Deployment going away":    fals(samplev1alpha1.ReasonWaitingForOldDeployment),
+		"generation not observed":      fals(samplev1alpha1.ReasonDeploymentNotObserved), // not Ready before either: see below
+		"just created":                 fals(samplev1alpha1.ReasonDeploymentNotObserved),
+		"rolling out, available":       fals(samplev1alpha1.ReasonRollingOut),
+		"rolling out, old pods remain": fals(samplev1alpha1.ReasonRollingOut),
+		// A scale that keeps the Deployment available does not touch Ready.
+		"scaling up, available":                    ready,
+		"scaling up, unavailable":                  fals(samplev1alpha1.ReasonScaling),
+		"scaling down":                             ready,
+		"pods not available yet":                   ready,
+		"unavailable, nothing to do":               fals(samplev1alpha1.ReasonDeploymentUnavailable),
+		"progress deadline exceeded":               fals(samplev1alpha1.ReasonProgressDeadlineExceeded),
+		"progress deadline of an older generation": fals(samplev1alpha1.ReasonDeploymentNotObserved),
+		"replicas overridden":                      fals(samplev1alpha1.ReasonReplicasOverridden),
+		"image overridden":                         ready,
+	}, func(obs Observation) *metav1.Condition { c := ReadyCondition(foo, obs); return &c })
+}
+
+// TestReadyConditionKeptUntilObserved: while the Deployment controller has
+// not observed the new generation, a scale and a new template look alike.
+// A Ready that was True stays exactly as it was, generation included, so
+// that it neither flips on a scale nor tells kubectl wait that the new
+// generation is ready.
+func TestReadyConditionKeptUntilObserved(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	foo := testFoo()
+	foo.Status = Status(foo, Observation{Deployment: rolledOut(foo)}, t0)
+	was := *findCondition(t, foo.Status, samplev1alpha1.ConditionReady)
+
+	next := foo.DeepCopy()
+	next.Generation++
+	next.Spec.Replicas = ptr.To[int32](3)
+	dep := unobserved(rolledOut(foo))
+	dep.Spec.Replicas = ptr.To[int32](3)
+	if got := ReadyCondition(next, Observation{Deployment: dep}); !reflect.DeepEqual(got, was) {
+		t.Errorf("Ready while the new generation is not observed:\n got %+v\nwant %+v (as it was)", got, was)
+	}
+	// A problem is not kept waiting.
+	if got := ReadyCondition(next, Observation{Deployment: dep, ApplyError: errors.New("denied")}); got.Status != metav1.ConditionFalse {
+		t.Errorf("a refused apply while not observed: %+v", got)
+	}
+	// A Deployment the Deployment controller never saw is not the one
+	// that was Ready (a new spec.deploymentName).
+	fresh := unobserved(rolledOut(next))
+	fresh.Status = appsv1.DeploymentStatus{}
+	if got := ReadyCondition(next, Observation{Deployment: fresh}); got.Status != metav1.ConditionFalse {
+		t.Errorf("a new Deployment: %+v", got)
+	}
+	// Observed: a scale that kept it available, Ready at the new generation.
+	scaled := withStatus(rolledOut(next), 2, 2, 2, true)
+	if got := ReadyCondition(next, Observation{Deployment: scaled}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
+		t.Errorf("after the scale is observed: %+v", got)
+	}
+}
+
+func findCondition(t *testing.T, st samplev1alpha1.FooStatus, typ string) *metav1.Condition {
+	t.Helper()
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func TestStatus(t *testing.T) {
@@ -507,6 +701,17 @@ func TestStatus(t *testing.T) {
 		st.Selector != FooUIDLabel+"=uid-a" {
 		t.Fatalf("status: %+v", st)
 	}
+	types := func(st samplev1alpha1.FooStatus) []string {
+		var out []string
+		for _, c := range st.Conditions {
+			out = append(out, c.Type+"="+string(c.Status))
+		}
+		return out
+	}
+	// Converged: Ready and Available, nothing abnormal.
+	if got := types(st); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True"}) {
+		t.Fatalf("conditions of a converged Foo: %v", got)
+	}
 	ready := st.Conditions[0]
 	if ready.Status != metav1.ConditionTrue || !ready.LastTransitionTime.Equal(&t0) || ready.ObservedGeneration != 3 {
 		t.Fatalf("Ready: %+v", ready)
@@ -519,37 +724,65 @@ func TestStatus(t *testing.T) {
 		t.Errorf("unchanged observation must give an equal status:\n%+v\n%+v", st, again)
 	}
 
-	// Availability drops: the condition flips and gets a new transition time.
-	degraded := dep.DeepCopy()
-	degraded.Status.AvailableReplicas = 1
-	st2 := Status(foo, Observation{Deployment: degraded}, t1)
-	if StatusEqual(st, st2) || st2.AvailableReplicas != 1 || !st2.Conditions[0].LastTransitionTime.Equal(&t1) {
-		t.Errorf("after a flip: %+v", st2)
+	// A scale that keeps the Deployment available: Reconciling appears,
+	// Ready and Available keep their lastTransitionTime.
+	scaling := withStatus(dep, 1, 1, 1, true)
+	st2 := Status(foo, Observation{Deployment: scaling}, t1)
+	if got := types(st2); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True", "Reconciling=True"}) {
+		t.Errorf("conditions while scaling: %v", got)
+	}
+	for _, c := range st2.Conditions[:2] {
+		if !c.LastTransitionTime.Equal(&t0) {
+			t.Errorf("%s moved on a scale that kept the Deployment available: %+v", c.Type, c)
+		}
+	}
+	if c := findCondition(t, st2, samplev1alpha1.ConditionReconciling); !c.LastTransitionTime.Equal(&t1) {
+		t.Errorf("Reconciling began at %v, want %v", c.LastTransitionTime, t1)
 	}
 
-	// A reason change without a status flip keeps the transition time.
-	foo.Status = st2
-	st3 := Status(foo, Observation{Deployment: degraded, Conflict: true}, metav1.NewTime(t1.Add(time.Hour)))
-	if c := st3.Conditions[0]; c.Reason != samplev1alpha1.ReasonDeploymentConflict || !c.LastTransitionTime.Equal(&t1) {
+	// Availability lost: Ready flips and gets a new transition time.
+	degraded := withStatus(dep, 2, 2, 1, false)
+	st3 := Status(foo, Observation{Deployment: degraded}, t1)
+	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !findCondition(t, st3, samplev1alpha1.ConditionReady).LastTransitionTime.Equal(&t1) {
+		t.Errorf("after a flip: %+v", st3)
+	}
+
+	// A conflict: Stalled, and Reconciling goes. A reason change without a
+	// status flip keeps the transition time.
+	foo.Status = st3
+	st4 := Status(foo, Observation{Deployment: degraded, Conflict: true}, metav1.NewTime(t1.Add(time.Hour)))
+	if got := types(st4); !reflect.DeepEqual(got, []string{"Ready=False", "Available=False", "Stalled=True"}) {
+		t.Errorf("conditions of a conflict: %v", got)
+	}
+	if c := st4.Conditions[0]; c.Reason != samplev1alpha1.ReasonDeploymentConflict || !c.LastTransitionTime.Equal(&t1) {
 		t.Errorf("reason change without flip: %+v", c)
 	}
-	if st3.Replicas != 0 || st3.AvailableReplicas != 0 {
-		t.Errorf("a foreign Deployment's counts are not ours to report: %+v", st3)
+	if st4.Replicas != 0 || st4.AvailableReplicas != 0 {
+		t.Errorf("a foreign Deployment's counts are not ours to report: %+v", st4)
+	}
+	// Resolved: Stalled is removed, not set to False.
+	foo.Status = st4
+	if got := types(Status(foo, Observation{Deployment: dep}, t1)); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True"}) {
+		t.Errorf("conditions once the conflict is gone: %v", got)
 	}
 
 	// Conditions that others own are kept, and the input is not modified.
 	foo.Status.Conditions = append(foo.Status.Conditions, metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "X"})
 	before := foo.DeepCopy()
-	st4 := Status(foo, Observation{Deployment: dep}, t1)
-	if len(st4.Conditions) != 2 {
-		t.Errorf("other conditions must be kept: %+v", st4.Conditions)
+	st5 := Status(foo, Observation{Deployment: scaling}, t1)
+	if len(st5.Conditions) != 4 {
+		t.Errorf("other conditions must be kept: %v", types(st5))
 	}
 	if !reflect.DeepEqual(before, foo) {
 		t.Error("Status modified its input")
 	}
-	apply := StatusApply(foo, st4)
-	if len(apply.Status.Conditions) != 1 || *apply.Status.Conditions[0].Type != samplev1alpha1.ConditionReady {
-		t.Errorf("status apply must carry only the conditions we own: %+v", apply.Status.Conditions)
+	apply := StatusApply(foo, st5)
+	var applied []string
+	for _, c := range apply.Status.Conditions {
+		applied = append(applied, *c.Type)
+	}
+	if !reflect.DeepEqual(applied, []string{"Ready", "Available", "Reconciling"}) {
+		t.Errorf("status apply must carry only the conditions we own: %v", applied)
 	}
 	if apply.ResourceVersion == nil || *apply.ResourceVersion != foo.ResourceVersion {
 		t.Errorf("status apply must be preconditioned on the Foo's resourceVersion: %v", apply.ResourceVersion)
@@ -557,8 +790,31 @@ func TestStatus(t *testing.T) {
 
 	// Waiting for an old Deployment: no counts of it are reported.
 	waiting := Status(foo, Observation{Deployment: dep, Waiting: true}, t1)
-	if waiting.Replicas != 0 || waiting.Conditions[0].Reason != samplev1alpha1.ReasonProgressing {
+	if waiting.Replicas != 0 || findCondition(t, waiting, samplev1alpha1.ConditionReconciling).Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
 		t.Errorf("waiting: %+v", waiting)
+	}
+}
+
+// TestStatusEqualIgnoresConditionOrder: the API server may hold our
+// conditions in another order than Status appends them; that is not a
+// change to write (a write per sync would be a hot loop).
+func TestStatusEqualIgnoresConditionOrder(t *testing.T) {
+	foo := testFoo()
+	st := Status(foo, Observation{Deployment: withStatus(rolledOut(foo), 1, 1, 1, true)}, metav1.Now())
+	reordered := st.DeepCopy()
+	slices.Reverse(reordered.Conditions)
+	if !StatusEqual(st, *reordered) {
+		t.Error("the same conditions in another order must be equal")
+	}
+	changed := reordered.DeepCopy()
+	changed.Conditions[0].Message = "other"
+	if StatusEqual(st, *changed) {
+		t.Error("a changed condition must not be equal")
+	}
+	fewer := st.DeepCopy()
+	fewer.Conditions = fewer.Conditions[:2]
+	if StatusEqual(st, *fewer) || StatusEqual(*fewer, st) {
+		t.Error("a missing condition must not be equal")
 	}
 }
 
@@ -712,11 +968,7 @@ func TestFirstProgress(t *testing.T) {
 	first := func(obs Observation) samplev1alpha1.FooStatus { return Status(foo, obs, now) }
 	none := samplev1alpha1.FooStatus{}
 	progressing := first(Observation{})
-	halfway := func() *appsv1.Deployment {
-		d := rolledOut(foo)
-		d.Status.AvailableReplicas, d.Status.ReadyReplicas = 1, 1
-		return d
-	}()
+	halfway := withStatus(rolledOut(foo), 2, 2, 1, false)
 	tests := []struct {
 		name       string
 		have, want samplev1alpha1.FooStatus
@@ -760,6 +1012,23 @@ func TestProgressOnly(t *testing.T) {
 	nextGen := foo.DeepCopy()
 	nextGen.Generation++
 	nextGen.Status = halfway
+	// foo wants 2; its Deployment has 3 (a scale down), 2 available.
+	scaling := statusAfter(available, withStatus(rolledOut(foo), 3, 3, 2, true))
+	refused := func() samplev1alpha1.FooStatus {
+		f := foo.DeepCopy()
+		f.Status = halfway
+		return Status(f, Observation{ApplyError: errors.New("quota exceeded")}, now)
+	}()
+	// A scale to 3 whose generation the Deployment controller has not
+	// observed yet: Ready is kept at the generation it was computed at;
+	// then observed.
+	scaled := foo.DeepCopy()
+	scaled.Generation++
+	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Status = available
+	notObserved := Status(scaled, Observation{Deployment: unobserved(rolledOut(foo))}, now)
+	scaled.Status = notObserved
+	observedScale := Status(scaled, Observation{Deployment: withStatus(rolledOut(scaled), 2, 2, 2, true)}, now)
 
 	tests := []struct {
 		name       string
@@ -780,11 +1049,18 @@ func TestProgressOnly(t *testing.T) {
 			f.Status = halfway
 			return Status(f, Observation{Deployment: rolledOut(foo), Conflict: true}, now)
 		}(), false},
-		{"counts of an available Foo", available, statusAfter(available, func() *appsv1.Deployment {
-			d := rolledOut(foo)
-			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas = 3, 3, 3 // one more, not yet available
-			return d
-		}()), true},
+		// Once Reconciling is there, how far the scale has got is progress;
+		// its beginning and its end are not.
+		{"a scale begins on an available Foo", available, scaling, false},
+		{"counts of a scale", scaling, statusAfter(scaling, withStatus(rolledOut(foo), 3, 3, 3, true)), true},
+		{"a scale ends", scaling, statusAfter(scaling, rolledOut(foo)), false},
+		{"Ready catches up with a scale's generation", notObserved, observedScale, true},
+		{"Available flips", scaling, statusAfter(scaling, withStatus(rolledOut(foo), 3, 3, 1, false)), false},
+		{"a new problem's message", refused, func() samplev1alpha1.FooStatus {
+			f := foo.DeepCopy()
+			f.Status = refused
+			return Status(f, Observation{ApplyError: errors.New("quota exceeded again")}, now)
+		}(), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

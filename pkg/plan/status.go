@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,39 +27,72 @@ type Observation struct {
 	Waiting bool
 	// ApplyError is the API server's refusal of the Deployment, if any.
 	ApplyError error
+	// Overridden are the fields (as Drift names them) that the API server
+	// keeps at other values than the Foo declares: our correction was
+	// accepted and rewritten (a mutating admission policy or webhook).
+	Overridden []string
 }
 
 // Status computes the status foo should have. It starts from foo's current
 // conditions so that a condition whose status has not changed keeps its
 // lastTransitionTime; now is used only for conditions that transition.
-// The result is deterministic, so comparing it with the current status
-// (StatusEqual) tells whether there is anything to write.
+// Reconciling and Stalled are removed when they are not True (kstatus:
+// absent means false). The result is deterministic, so comparing it with
+// the current status (StatusEqual) tells whether there is anything to write.
 func Status(foo *samplev1alpha1.Foo, obs Observation, now metav1.Time) samplev1alpha1.FooStatus {
 	st := samplev1alpha1.FooStatus{
 		ObservedGeneration: foo.Generation,
 		Selector:           labels.SelectorFromSet(SelectorLabels(foo)).String(),
 		Conditions:         cloneConditions(foo.Status.Conditions),
 	}
-	if dep := obs.Deployment; dep != nil && !obs.Conflict && !obs.Waiting {
+	if isOurs(obs) {
+		dep := obs.Deployment
 		st.Replicas = dep.Status.Replicas
 		st.AvailableReplicas = dep.Status.AvailableReplicas
 		st.ReadyReplicas = dep.Status.ReadyReplicas
 	}
-	ready := ReadyCondition(foo, obs)
-	ready.ObservedGeneration = foo.Generation
-	ready.LastTransitionTime = now
-	// SetStatusCondition keeps the existing lastTransitionTime unless the
-	// condition's status flips.
-	meta.SetStatusCondition(&st.Conditions, ready)
+	set := func(c metav1.Condition) {
+		c.LastTransitionTime = now
+		// SetStatusCondition keeps the existing lastTransitionTime unless
+		// the condition's status flips.
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	set(ReadyCondition(foo, obs))
+	set(AvailableCondition(foo, obs))
+	for _, abnormal := range []struct {
+		typ string
+		c   *metav1.Condition
+	}{
+		{samplev1alpha1.ConditionReconciling, ReconcilingCondition(foo, obs)},
+		{samplev1alpha1.ConditionStalled, StalledCondition(foo, obs)},
+	} {
+		if abnormal.c == nil {
+			meta.RemoveStatusCondition(&st.Conditions, abnormal.typ)
+		} else {
+			set(*abnormal.c)
+		}
+	}
 	return st
 }
 
-// ReadyCondition is the Ready condition for what was observed (without
-// timestamps or generation, which Status fills in).
-func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
-	c := metav1.Condition{Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionFalse}
+// isOurs reports whether obs holds a Deployment that is the Foo's own and
+// in place: one whose status describes the Foo.
+func isOurs(obs Observation) bool {
+	return obs.Deployment != nil && !obs.Conflict && !obs.Waiting
+}
+
+// observed reports whether the Deployment controller has observed dep's
+// latest generation: until it has, dep's status describes an older spec.
+func observed(dep *appsv1.Deployment) bool {
+	return dep.Status.ObservedGeneration >= dep.Generation
+}
+
+// StalledCondition is the Stalled condition (True) when something that
+// retrying will not fix keeps the Foo from its declared state, or nil.
+// kstatus reports such a Foo as Failed.
+func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Condition {
+	c := &metav1.Condition{Type: samplev1alpha1.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
 	dep := obs.Deployment
-	want := Replicas(foo)
 	switch {
 	case obs.ApplyError != nil:
 		c.Reason = samplev1alpha1.ReasonDeploymentApplyFailed
@@ -66,27 +100,138 @@ func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
 	case obs.Conflict:
 		c.Reason = samplev1alpha1.ReasonDeploymentConflict
 		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.DeploymentName)
-	case dep == nil:
-		c.Reason = samplev1alpha1.ReasonProgressing
-		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.DeploymentName)
-	case obs.Waiting:
-		c.Reason = samplev1alpha1.ReasonProgressing
-		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", dep.Name)
-	case dep.Status.ObservedGeneration < dep.Generation:
-		c.Reason = samplev1alpha1.ReasonProgressing
-		c.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d of Deployment %q", dep.Generation, dep.Name)
-	case progressDeadlineExceeded(dep):
+	case !isOurs(obs):
+		return nil
+	case slices.Contains(obs.Overridden, "replicas"):
+		// Only replicas: an image pinned to a digest or a renumbered port
+		// still rolls out and serves, and the Foo reports that Deployment
+		// as it is; a replica count the API server will not keep is never
+		// reached, and Reconciling would say so forever.
+		c.Reason = samplev1alpha1.ReasonReplicasOverridden
+		c.Message = fmt.Sprintf("the API server keeps Deployment %q at other replicas than declared (a mutating admission policy or webhook); change the policy, or declare what it allows", dep.Name)
+	case observed(dep) && progressDeadlineExceeded(dep):
+		// Only for the generation it was observed at: a new spec starts a
+		// new rollout, and its deadline with it.
 		c.Reason = samplev1alpha1.ReasonProgressDeadlineExceeded
-		c.Message = fmt.Sprintf("Deployment %q exceeded its progress deadline: %d of %d replicas available", dep.Name, dep.Status.AvailableReplicas, want)
-	case dep.Status.UpdatedReplicas < want, dep.Status.Replicas > dep.Status.UpdatedReplicas, dep.Status.AvailableReplicas < want:
-		c.Reason = samplev1alpha1.ReasonProgressing
-		c.Message = fmt.Sprintf("%d of %d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
+		// No counts here (Available has them): a Stalled message that
+		// changes is a new Warning Event.
+		c.Message = fmt.Sprintf("Deployment %q exceeded its progress deadline", dep.Name)
 	default:
-		c.Status = metav1.ConditionTrue
-		c.Reason = samplev1alpha1.ReasonDeploymentAvailable
-		c.Message = fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, want)
+		return nil
 	}
 	return c
+}
+
+// ReconcilingCondition is the Reconciling condition (True) while the
+// Deployment is on its way to what the Foo declares — created, rolled
+// out, scaled, or waited for — or nil once it is there. It is nil while
+// the Foo is stalled too: kstatus reads whichever of the two comes first,
+// so they are never True together. Like kstatus's rules for a Deployment,
+// it asks for every declared replica updated and available.
+func ReconcilingCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Condition {
+	if StalledCondition(foo, obs) != nil {
+		return nil
+	}
+	c := &metav1.Condition{Type: samplev1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
+	dep := obs.Deployment
+	want := Replicas(foo)
+	switch {
+	case dep == nil:
+		c.Reason = samplev1alpha1.ReasonCreating
+		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.DeploymentName)
+	case obs.Waiting:
+		c.Reason = samplev1alpha1.ReasonWaitingForOldDeployment
+		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", dep.Name)
+	case !observed(dep):
+		c.Reason = samplev1alpha1.ReasonDeploymentNotObserved
+		c.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d of Deployment %q", dep.Generation, dep.Name)
+	case dep.Status.Replicas > dep.Status.UpdatedReplicas:
+		c.Reason = samplev1alpha1.ReasonRollingOut
+		c.Message = fmt.Sprintf("%d of %d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
+	case dep.Status.Replicas != want || dep.Status.UpdatedReplicas < want:
+		c.Reason = samplev1alpha1.ReasonScaling
+		c.Message = fmt.Sprintf("%d of %d replicas, %d available", dep.Status.Replicas, want, dep.Status.AvailableReplicas)
+	case dep.Status.AvailableReplicas < want:
+		c.Reason = samplev1alpha1.ReasonWaitingForReplicas
+		c.Message = fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, want)
+	default:
+		return nil
+	}
+	return c
+}
+
+// AvailableCondition mirrors the Deployment's own Available condition
+// (minimum availability, as its strategy's maxUnavailable allows), so
+// that it moves exactly when the Deployment's does: not on a scale that
+// keeps enough pods serving.
+func AvailableCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
+	c := metav1.Condition{Type: samplev1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation,
+		Reason: samplev1alpha1.ReasonNoDeployment}
+	dep := obs.Deployment
+	switch {
+	case obs.Conflict:
+		c.Message = fmt.Sprintf("Deployment %q is not this Foo's", foo.Spec.DeploymentName)
+	case obs.Waiting:
+		c.Message = fmt.Sprintf("the old Deployment %q is being deleted", dep.Name)
+	case dep == nil:
+		c.Message = fmt.Sprintf("Deployment %q does not exist", foo.Spec.DeploymentName)
+	default:
+		c.Reason = samplev1alpha1.ReasonMinimumReplicasUnavailable
+		c.Message = fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, Replicas(foo))
+		if deploymentAvailable(dep) {
+			c.Status, c.Reason = metav1.ConditionTrue, samplev1alpha1.ReasonMinimumReplicasAvailable
+		}
+	}
+	return c
+}
+
+// ReadyCondition is the Ready condition for what was observed (without
+// lastTransitionTime, which Status fills in): True when the Deployment is
+// available (AvailableCondition), runs only the current pod template, and
+// nothing is stalled. It does not wait for every replica of a scale
+// (Reconciling does): a scale that keeps the Deployment available leaves
+// Ready True, and its lastTransitionTime where it was. A new pod template
+// makes it False until the rollout has replaced every old pod, so that
+// `kubectl wait --for=condition=Ready` after an apply waits for the rollout.
+//
+// Until the Deployment controller has observed the Deployment's latest
+// generation, a scale and a rollout look alike; a Ready that was True is
+// then kept as it was, with the generation it was computed at (which
+// kubectl wait reads), rather than flipped on a guess.
+func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
+	c := metav1.Condition{Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation}
+	if stalled := StalledCondition(foo, obs); stalled != nil {
+		c.Reason, c.Message = stalled.Reason, stalled.Message
+		return c
+	}
+	dep := obs.Deployment
+	if isOurs(obs) && !observed(dep) && dep.Status.ObservedGeneration > 0 {
+		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady); was != nil && was.Status == metav1.ConditionTrue {
+			return *was
+		}
+	}
+	rec := ReconcilingCondition(foo, obs)
+	avail := AvailableCondition(foo, obs)
+	switch {
+	case rec != nil && rec.Reason != samplev1alpha1.ReasonScaling && rec.Reason != samplev1alpha1.ReasonWaitingForReplicas:
+		c.Reason, c.Message = rec.Reason, rec.Message
+	case avail.Status != metav1.ConditionTrue && rec != nil:
+		c.Reason, c.Message = rec.Reason, rec.Message
+	case avail.Status != metav1.ConditionTrue:
+		c.Reason, c.Message = samplev1alpha1.ReasonDeploymentUnavailable, avail.Message
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, samplev1alpha1.ReasonDeploymentAvailable, avail.Message
+	}
+	return c
+}
+
+func deploymentAvailable(dep *appsv1.Deployment) bool {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
@@ -98,21 +243,29 @@ func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
 	return false
 }
 
-// ProgressOnly reports whether want differs from have only in how far a
-// rollout has got: the replica counts and the Ready message, with the same
-// generation, Ready status and reason. A rollout produces many such changes
-// and nobody acts on them, so the controller writes them at most every so
-// often; any other change (a new generation, Ready flipping, a new reason)
-// is written at once.
+// ProgressOnly reports whether want differs from have only in how far
+// things have got: counts, messages, the reasons of Reconciling and of a
+// Ready that stays as it is, and the generation a condition was computed
+// at — with the same generation, and no condition appearing, going or
+// changing its status, and the same Stalled. A rollout or a scale
+// produces many such changes and nobody acts on them, so the controller
+// writes them at most every so often; any other change (a new
+// generation, a condition flipping, a new problem) is written at once.
 func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
 	if have.ObservedGeneration != want.ObservedGeneration || have.Selector != want.Selector ||
 		len(have.Conditions) != len(want.Conditions) {
 		return false
 	}
-	h := meta.FindStatusCondition(have.Conditions, samplev1alpha1.ConditionReady)
-	w := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
-	return h != nil && w != nil && h.Status == w.Status && h.Reason == w.Reason &&
-		h.ObservedGeneration == w.ObservedGeneration
+	for _, w := range want.Conditions {
+		h := meta.FindStatusCondition(have.Conditions, w.Type)
+		if h == nil || h.Status != w.Status {
+			return false
+		}
+		if w.Type == samplev1alpha1.ConditionStalled && (h.Reason != w.Reason || h.Message != w.Message) {
+			return false
+		}
+	}
+	return true
 }
 
 // FirstProgress reports whether want is the first status of a Foo (have is
@@ -127,13 +280,26 @@ func FirstProgress(have, want samplev1alpha1.FooStatus) bool {
 		return false
 	}
 	w := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
-	return w != nil && w.Status == metav1.ConditionFalse && w.Reason == samplev1alpha1.ReasonProgressing
+	return w != nil && w.Status == metav1.ConditionFalse &&
+		meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionStalled) == nil
 }
 
 // StatusEqual reports whether two statuses are the same, so that the
 // controller writes status only when something in it changed.
+// Conditions are compared by type, in any order: the API server may keep
+// them in another order than we computed, and that is no change.
 func StatusEqual(a, b samplev1alpha1.FooStatus) bool {
-	return equality.Semantic.DeepEqual(a, b)
+	ac, bc := a.Conditions, b.Conditions
+	a.Conditions, b.Conditions = nil, nil
+	if !equality.Semantic.DeepEqual(a, b) || len(ac) != len(bc) {
+		return false
+	}
+	for _, c := range ac {
+		if o := meta.FindStatusCondition(bc, c.Type); o == nil || !equality.Semantic.DeepEqual(c, *o) {
+			return false
+		}
+	}
+	return true
 }
 
 func cloneConditions(in []metav1.Condition) []metav1.Condition {

@@ -23,7 +23,8 @@ import (
 // template's labels; every container's name (so that the indexes in a
 // JSON patch's paths stay right, see StrayEntriesPatch) and our
 // container's image and ports; the status replica counts, observed
-// generation, and the Progressing condition's type, status and reason.
+// generation, and the Progressing and Available conditions' type, status
+// and reason.
 // Anything this package starts reading from a Deployment must be added
 // here: FuzzCachedDeploymentHidesNothing fails until it is (if its edits
 // touch that field: add one that does).
@@ -83,9 +84,9 @@ func CachedDeployment(dep *appsv1.Deployment) *appsv1.Deployment {
 		}
 	}
 	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing {
+		if c.Type == appsv1.DeploymentProgressing || c.Type == appsv1.DeploymentAvailable {
 			out.Status.Conditions = append(out.Status.Conditions,
-				appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing,
+				appsv1.DeploymentCondition{Type: appsv1.DeploymentConditionType(intern(string(c.Type))),
 					Status: corev1.ConditionStatus(intern(string(c.Status))), Reason: intern(c.Reason)})
 		}
 	}

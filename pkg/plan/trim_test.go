@@ -255,7 +255,8 @@ func TestCachedDeploymentDrops(t *testing.T) {
 		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q}},`+
 		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],"resources":{}}]}},"strategy":{}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
-		`"conditions":[{"type":"Progressing","status":"True","lastUpdateTime":null,"lastTransitionTime":null,"reason":"ReplicaSetUpdated"}]}}`,
+		`"conditions":[{"type":"Available","status":"False","lastUpdateTime":null,"lastTransitionTime":null,"reason":"MinimumReplicasUnavailable"},`+
+		`{"type":"Progressing","status":"True","lastUpdateTime":null,"lastTransitionTime":null,"reason":"ReplicaSetUpdated"}]}}`,
 		d.Name, ManagedByLabel, FooUIDLabel, foo.UID, foo.Name, foo.UID, Replicas(foo), FooUIDLabel, foo.UID,
 		ManagedByLabel, FooUIDLabel, foo.UID, Image(foo))
 	if string(got) != want {

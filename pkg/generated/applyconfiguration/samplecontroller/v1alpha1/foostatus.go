@@ -40,9 +40,10 @@ type FooStatusApplyConfiguration struct {
 	// Selector is the label selector of the Deployment's pods, in string
 	// form, for the scale subresource (and so for autoscalers).
 	Selector *string `json:"selector,omitempty"`
-	// Conditions describe the Foo's state. The Ready condition is True when
-	// the Deployment exists, is controlled by this Foo, and has all desired
-	// replicas updated and available.
+	// Conditions describe the Foo's state, in the kstatus conventions
+	// (sigs.k8s.io/cli-utils/pkg/kstatus) that kubectl wait, Flux, kpt and
+	// Argo CD read: Available and Ready are always present; Reconciling
+	// and Stalled only while True. See docs/conditions.md.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
