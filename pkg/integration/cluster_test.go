@@ -421,6 +421,20 @@ func (p *process) stop(grace time.Duration) error {
 	}
 }
 
+// wait waits for a process already signalled to exit, without a second
+// signal (which the controller answers by exiting at once, with 1), and
+// kills it after grace.
+func (p *process) wait(grace time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within %v: %w", p.name, grace, errors.Join(p.err, errors.New("killed")))
+	}
+}
+
 // kill sends SIGKILL: a crash, with no chance to clean up.
 func (p *process) kill() {
 	_ = p.cmd.Process.Kill()
