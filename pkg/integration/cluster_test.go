@@ -411,14 +411,7 @@ func (p *process) stop(grace time.Duration) error {
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not exit within %v of SIGTERM: %w", p.name, grace, errors.Join(p.err, errors.New("killed")))
-	}
+	return p.wait(grace)
 }
 
 // wait waits for a process already signalled to exit, without a second
@@ -431,7 +424,7 @@ func (p *process) wait(grace time.Duration) error {
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("%s did not exit within %v: %w", p.name, grace, errors.Join(p.err, errors.New("killed")))
+		return fmt.Errorf("%s did not exit within %v of SIGTERM: %w", p.name, grace, errors.Join(p.err, errors.New("killed")))
 	}
 }
 

@@ -540,3 +540,20 @@ func stoppedBeforeMain(err error, logPath string) bool {
 	info, statErr := os.Stat(logPath)
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM && statErr == nil && info.Size() == 0
 }
+
+// foreignDeployment is a Deployment of someone else's: no owner reference,
+// labels that are not ours.
+func foreignDeployment(name string) *appsv1.Deployment {
+	labels := map[string]string{"app": "someone-else"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+			},
+		},
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,17 +192,7 @@ func TestLeftoverRestoredLaterIsPruned(t *testing.T) {
 func TestConflictWithForeignDeployment(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	foreign := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "taken", Labels: map[string]string{"app": "someone-else"}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "someone-else"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "someone-else"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
-			},
-		},
-	}
+	foreign := foreignDeployment("taken")
 	foreign, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, foreign, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
