@@ -254,6 +254,27 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	}
 }
 
+// TestKstatusBeforeTheFirstStatus: a Foo the controller has not reported
+// on yet (it is not running here; when it runs, a new Foo's first status
+// may wait 2 s) is InProgress, not Current: the CRD defaults
+// status.observedGeneration to 0, and kstatus compares it with the
+// generation. Without the default, kstatus reads a Foo with no status at
+// all as Current, before its Deployment exists.
+func TestKstatusBeforeTheFirstStatus(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	s.createFoo(newFoo("unseen", "unseen", 1))
+	k := s.kstatusOf("unseen")
+	t.Logf("kstatus of a Foo no controller has seen: %s", k)
+	if k.result.Status != status.InProgressStatus || k.generation != 1 || k.observedGeneration != 0 {
+		t.Errorf("want InProgress at generation 1, observed 0; got %s", k)
+	}
+
+	// Then the controller reports, and kstatus follows it to Current.
+	s.startController()
+	s.waitKstatus("unseen", status.CurrentStatus, time.Minute)
+}
+
 // TestKstatusFailed: what will not resolve by itself is Stalled, which
 // kstatus reports as Failed: a Deployment name taken by someone else, and
 // a Deployment the API server refuses. Once the cause is gone, the Foo is

@@ -28,10 +28,19 @@ type Foo struct {
 	//
 	// +required
 	Spec FooSpec `json:"spec"`
+	// Why the defaults below: kstatus (Flux, kpt) takes a Foo with no
+	// status at all for Current, before its Deployment even exists, and the
+	// controller's first status write may come seconds after the Foo (it
+	// waits up to 2 s, see plan.FirstProgress). With the API server's
+	// defaults, a new Foo reads status.observedGeneration 0 against
+	// generation 1: InProgress (TestKstatusBeforeTheFirstStatus).
+
 	// Status is the observed state, written only by the controller, through
-	// the status subresource.
+	// the status subresource; status.observedGeneration is 0 until the
+	// controller first reports.
 	//
 	// +optional
+	// +kubebuilder:default={}
 	Status FooStatus `json:"status,omitempty"`
 }
 
@@ -103,9 +112,11 @@ type FooSpec struct {
 // FooStatus is the observed state of a Foo, written only by the controller.
 type FooStatus struct {
 	// ObservedGeneration is the metadata.generation this status describes.
-	// Until it equals metadata.generation, the rest of the status is stale.
+	// Until it equals metadata.generation, the rest of the status is stale;
+	// 0 until the controller first reports.
 	//
 	// +optional
+	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Replicas is the number of pods the Deployment has (the status side of

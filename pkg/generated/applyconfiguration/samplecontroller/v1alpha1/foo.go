@@ -35,7 +35,8 @@ type FooApplyConfiguration struct {
 	// Spec is the desired state: the Deployment the user declares.
 	Spec *FooSpecApplyConfiguration `json:"spec,omitempty"`
 	// Status is the observed state, written only by the controller, through
-	// the status subresource.
+	// the status subresource; status.observedGeneration is 0 until the
+	// controller first reports.
 	Status *FooStatusApplyConfiguration `json:"status,omitempty"`
 }
 

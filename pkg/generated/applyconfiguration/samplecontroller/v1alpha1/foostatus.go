@@ -28,7 +28,8 @@ import (
 // FooStatus is the observed state of a Foo, written only by the controller.
 type FooStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation this status describes.
-	// Until it equals metadata.generation, the rest of the status is stale.
+	// Until it equals metadata.generation, the rest of the status is stale;
+	// 0 until the controller first reports.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Replicas is the number of pods the Deployment has (the status side of
 	// the scale subresource).
