@@ -550,6 +550,27 @@ func TestStalledCondition(t *testing.T) {
 		"image overridden": none,
 	}, func(obs Observation) *metav1.Condition { return StalledCondition(foo, obs) })
 
+	// A stalled Foo scaled: until the Deployment controller observes the
+	// new generation, Stalled is kept as it was, not removed and begun
+	// again (which would be a second Warning for one incident).
+	pde := conditionCases(foo)["progress deadline exceeded"]
+	stalled := foo.DeepCopy()
+	stalled.Status = Status(stalled, pde, metav1.Now())
+	was := findCondition(t, stalled.Status, samplev1alpha1.ConditionStalled)
+	if was == nil {
+		t.Fatal("no Stalled condition for an exceeded progress deadline")
+	}
+	scaled := stalled.DeepCopy()
+	scaled.Generation++
+	scaled.Spec.Replicas = ptr.To[int32](5)
+	notYet := Observation{Deployment: unobserved(pde.Deployment)}
+	if got := StalledCondition(scaled, notYet); got == nil || !reflect.DeepEqual(*got, *was) {
+		t.Errorf("Stalled of a stalled Foo whose new generation is not observed yet:\n got %+v\nwant %+v (as it was)", got, was)
+	}
+	if got := ReconcilingCondition(scaled, notYet); got != nil {
+		t.Errorf("Reconciling beside the kept Stalled: %+v", got)
+	}
+
 	failed := StalledCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
 	if !strings.Contains(failed.Message, "exceeded quota") {
 		t.Errorf("the refusal's words must be in the message: %q", failed.Message)

@@ -110,12 +110,24 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 		c.Reason = samplev1alpha1.ReasonReplicasOverridden
 		c.Message = fmt.Sprintf("the API server keeps Deployment %q at other replicas than declared (a mutating admission policy or webhook); change the policy, or declare what it allows", dep.Name)
 	case observed(dep) && progressDeadlineExceeded(dep):
-		// Only for the generation it was observed at: a new spec starts a
-		// new rollout, and its deadline with it.
+		// Only for the generation it was observed at: a new pod template
+		// starts a new rollout, and its deadline with it.
 		c.Reason = samplev1alpha1.ReasonProgressDeadlineExceeded
 		// No counts here (Available has them): a Stalled message that
 		// changes is a new Warning Event.
 		c.Message = fmt.Sprintf("Deployment %q exceeded its progress deadline", dep.Name)
+	case progressDeadlineExceeded(dep):
+		// A new generation the Deployment controller has not observed yet:
+		// a scale keeps the exceeded deadline, a new template resets it,
+		// and which it is shows only once observed. Meanwhile the Foo stays
+		// as reported, like Ready (ReadyCondition): a scale of a stalled
+		// Foo is not a new incident, with a Warning of its own.
+		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionStalled); was != nil &&
+			was.Status == metav1.ConditionTrue && was.Reason == samplev1alpha1.ReasonProgressDeadlineExceeded {
+			kept := *was
+			return &kept
+		}
+		return nil
 	default:
 		return nil
 	}
