@@ -17,7 +17,7 @@ IMAGE ?= example.com/foo-controller:dev
 
 .PHONY: image
 image: ## Build the image into _output/foo-controller.tar, no Docker needed (IMAGE=name:tag, PUSH=1 to push it).
-	go -C hack/image run . -tag $(IMAGE) $(if $(PUSH),-push)
+	GOWORK=off go -C hack/image run . -tag '$(IMAGE)' $(if $(filter 1 true yes,$(PUSH)),-push)
 
 .PHONY: generate
 generate: ## Regenerate clientset, listers, informers, deepcopy and the CRD.

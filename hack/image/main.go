@@ -68,6 +68,15 @@ func main() {
 	o.repo = repo
 	if o.out == "" {
 		o.out = filepath.Join(repo, "_output", "foo-controller.tar")
+	} else if !filepath.IsAbs(o.out) {
+		// go -C hack/image runs us from hack/image: a relative path means
+		// the caller's, and the only caller that gives one is a person
+		// at the repository's root (make image gives none).
+		o.out = filepath.Join(repo, o.out)
+	}
+	// A bad name fails now, not after the build.
+	if _, err := name.NewTag(o.tag); err != nil {
+		fail(fmt.Errorf("-tag %q: %w", o.tag, err))
 	}
 	img, st, err := build(ctx, o)
 	if err != nil {
@@ -125,7 +134,11 @@ func build(ctx context.Context, o options) (v1.Image, stamp, error) {
 		"-ldflags=-s -X main.version="+st.version+" -X main.revision="+st.revision,
 		"-o", bin, ".")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = o.repo, os.Stderr, os.Stderr
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
+	// The caller's Go settings stay out: GOFLAGS=-cover or GOAMD64=v3
+	// would make another binary under the same version and labels, and a
+	// go.work around the repository another build.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch,
+		"GOFLAGS=", "GOWORK=off", "GOEXPERIMENT=", "GOAMD64=v1", "GOARM64=v8.0")
 	if err := cmd.Run(); err != nil {
 		return nil, st, fmt.Errorf("building the controller: %w", err)
 	}
