@@ -226,9 +226,7 @@ func TestSyncNoEventWhenTheAPIServerOverridesUs(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-		return true, dep.DeepCopy(), nil
-	})
+	f.apiServerKeeps(dep)
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
@@ -251,9 +249,7 @@ func TestSyncReplicasOverriddenIsStalled(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-		return true, dep.DeepCopy(), nil
-	})
+	f.apiServerKeeps(dep)
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
 	}
@@ -546,9 +542,7 @@ func TestSyncDoesNotFightWhatTheAPIServerKeeps(t *testing.T) {
 	c := f.newController(ctx)
 	kept := dep.DeepCopy()
 	kept.ResourceVersion = "21"
-	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-		return true, kept.DeepCopy(), nil
-	})
+	f.apiServerKeeps(kept)
 	res, err := c.syncHandler(ctx, keyOf(foo))
 	if err != nil {
 		t.Fatal(err)

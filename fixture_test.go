@@ -81,6 +81,14 @@ func (f *fixture) withDeployment(dep *appsv1.Deployment) *fixture {
 	return f
 }
 
+// apiServerKeeps answers every Deployment apply with kept, as the API
+// server does when an admission policy rewrites what we send.
+func (f *fixture) apiServerKeeps(kept *appsv1.Deployment) {
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, kept.DeepCopy(), nil
+	})
+}
+
 func (f *fixture) newController(ctx context.Context) *Controller {
 	f.t.Helper()
 	f.client = fake.NewClientset(f.objects...)
