@@ -57,14 +57,19 @@ func Status(foo *samplev1alpha1.Foo, obs Observation, now metav1.Time) samplev1a
 		// the condition's status flips.
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
-	set(ReadyCondition(foo, obs))
-	set(AvailableCondition(foo, obs))
+	// Each condition once: Ready is derived from the other three, and a
+	// converged Foo's status is computed at every sync, resyncs included.
+	stalled := StalledCondition(foo, obs)
+	rec := reconciling(foo, obs, stalled)
+	avail := AvailableCondition(foo, obs)
+	set(ready(foo, obs, stalled, rec, avail))
+	set(avail)
 	for _, abnormal := range []struct {
 		typ string
 		c   *metav1.Condition
 	}{
-		{samplev1alpha1.ConditionReconciling, ReconcilingCondition(foo, obs)},
-		{samplev1alpha1.ConditionStalled, StalledCondition(foo, obs)},
+		{samplev1alpha1.ConditionReconciling, rec},
+		{samplev1alpha1.ConditionStalled, stalled},
 	} {
 		if abnormal.c == nil {
 			meta.RemoveStatusCondition(&st.Conditions, abnormal.typ)
@@ -141,7 +146,12 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 // so they are never True together. Like kstatus's rules for a Deployment,
 // it asks for every declared replica updated and available.
 func ReconcilingCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Condition {
-	if StalledCondition(foo, obs) != nil {
+	return reconciling(foo, obs, StalledCondition(foo, obs))
+}
+
+// reconciling is ReconcilingCondition given the Stalled condition.
+func reconciling(foo *samplev1alpha1.Foo, obs Observation, stalled *metav1.Condition) *metav1.Condition {
+	if stalled != nil {
 		return nil
 	}
 	c := &metav1.Condition{Type: samplev1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
@@ -211,8 +221,14 @@ func AvailableCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Conditi
 // then kept as it was, with the generation it was computed at (which
 // kubectl wait reads), rather than flipped on a guess.
 func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
+	stalled := StalledCondition(foo, obs)
+	return ready(foo, obs, stalled, reconciling(foo, obs, stalled), AvailableCondition(foo, obs))
+}
+
+// ready is ReadyCondition given the other three conditions.
+func ready(foo *samplev1alpha1.Foo, obs Observation, stalled, rec *metav1.Condition, avail metav1.Condition) metav1.Condition {
 	c := metav1.Condition{Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation}
-	if stalled := StalledCondition(foo, obs); stalled != nil {
+	if stalled != nil {
 		c.Reason, c.Message = stalled.Reason, stalled.Message
 		return c
 	}
@@ -222,8 +238,6 @@ func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
 			return *was
 		}
 	}
-	rec := ReconcilingCondition(foo, obs)
-	avail := AvailableCondition(foo, obs)
 	switch {
 	case rec != nil && rec.Reason != samplev1alpha1.ReasonScaling && rec.Reason != samplev1alpha1.ReasonWaitingForReplicas:
 		c.Reason, c.Message = rec.Reason, rec.Message
