@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -256,8 +257,8 @@ func TestSyncReplicasOverriddenIsStalled(t *testing.T) {
 	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
 	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 	st := appliedStatus(t, f.client.Actions())
-	stalled := conditionOf(st, samplev1alpha1.ConditionStalled)
-	if stalled == nil || stalled.Reason != samplev1alpha1.ReasonReplicasOverridden || conditionOf(st, samplev1alpha1.ConditionReconciling) != nil {
+	stalled := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled)
+	if stalled == nil || stalled.Reason != samplev1alpha1.ReasonReplicasOverridden || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling) != nil {
 		t.Fatalf("want Stalled/ReplicasOverridden and no Reconciling: %+v", st.Conditions)
 	}
 	if r := readyOf(t, st); r.Status != metav1.ConditionFalse || r.Reason != samplev1alpha1.ReasonReplicasOverridden {

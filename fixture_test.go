@@ -431,16 +431,6 @@ func readyOf(t *testing.T, st samplev1alpha1.FooStatus) metav1.Condition {
 	return metav1.Condition{}
 }
 
-// conditionOf is the condition of that type in st, or nil.
-func conditionOf(st samplev1alpha1.FooStatus, typ string) *metav1.Condition {
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == typ {
-			return &st.Conditions[i]
-		}
-	}
-	return nil
-}
-
 func assertEvents(t *testing.T, got []string, wantPrefixes ...string) {
 	t.Helper()
 	if len(got) != len(wantPrefixes) {

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,7 +50,7 @@ func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
 		}
 		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 		st := appliedStatus(t, f.client.Actions())
-		if r := readyOf(t, st); r.Status != metav1.ConditionFalse || conditionOf(st, samplev1alpha1.ConditionReconciling) == nil {
+		if r := readyOf(t, st); r.Status != metav1.ConditionFalse || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling) == nil {
 			t.Errorf("first status: Ready %s/%s, conditions %+v", r.Status, r.Reason, st.Conditions)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -72,8 +73,8 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 	// Not ready, for the reason Reconciling gives (the fake API server
 	// sets no generation, so its new Deployment reads as observed, with no
 	// pods yet: Scaling).
-	rec := conditionOf(st, samplev1alpha1.ConditionReconciling)
-	if rec == nil || rec.Status != metav1.ConditionTrue || conditionOf(st, samplev1alpha1.ConditionStalled) != nil {
+	rec := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling)
+	if rec == nil || rec.Status != metav1.ConditionTrue || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled) != nil {
 		t.Fatalf("after create: want Reconciling, not Stalled: %+v", st.Conditions)
 	}
 	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != rec.Reason {
@@ -371,8 +372,8 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
 			}
 			// It resolves by itself: Reconciling, not Stalled.
-			if c := conditionOf(st, samplev1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
-				conditionOf(st, samplev1alpha1.ConditionStalled) != nil {
+			if c := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
+				meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled) != nil {
 				t.Errorf("conditions: %+v", st.Conditions)
 			}
 		})

@@ -131,10 +131,6 @@ func (s *scenario) recordKstatus(name string) (stop func() []kstatusSeen) {
 	}
 }
 
-func conditionIn(conds []metav1.Condition, typ string) *metav1.Condition {
-	return meta.FindStatusCondition(conds, typ)
-}
-
 // TestKstatusThroughScaleAndRollout: a Foo is Current once converged;
 // InProgress while it scales and while a new image rolls out, reported
 // by its own Reconciling condition (not only by a generation it has not
@@ -148,8 +144,8 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	s.createFoo(newFoo("web", "web", 4))
 	s.waitConverged("web", 2*time.Minute)
 	current := s.waitKstatus("web", status.CurrentStatus, 30*time.Second)
-	if conditionIn(current.conditions, samplev1alpha1.ConditionReconciling) != nil ||
-		conditionIn(current.conditions, samplev1alpha1.ConditionStalled) != nil {
+	if meta.FindStatusCondition(current.conditions, samplev1alpha1.ConditionReconciling) != nil ||
+		meta.FindStatusCondition(current.conditions, samplev1alpha1.ConditionStalled) != nil {
 		t.Errorf("a converged Foo carries abnormal conditions: %s", current)
 	}
 
@@ -174,7 +170,7 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyBefore := *conditionIn(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	readyBefore := *meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 
 	// Scale 4 -> 5: at 5 the Deployment allows one unavailable pod, so it
 	// stays available while the fifth starts.
@@ -191,12 +187,12 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	var reconciling bool
 	for _, k := range seen {
 		t.Logf("during the scale: %s", k)
-		r := conditionIn(k.conditions, samplev1alpha1.ConditionReady)
+		r := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReady)
 		if r == nil || r.Status != metav1.ConditionTrue || !r.LastTransitionTime.Equal(&readyBefore.LastTransitionTime) {
 			t.Errorf("Ready moved during a scale that kept the Deployment available: %+v (was %+v)", r, readyBefore)
 		}
 		if k.result.Status == status.InProgressStatus && k.observedGeneration == k.generation &&
-			conditionIn(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
+			meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
 			reconciling = true
 		}
 		if k.result.Status == status.FailedStatus {
@@ -239,9 +235,9 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	var rollingOut bool
 	for _, k := range seen {
 		t.Logf("during the rollout: %s", k)
-		r := conditionIn(k.conditions, samplev1alpha1.ConditionReady)
+		r := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReady)
 		if k.result.Status == status.InProgressStatus && k.observedGeneration == k.generation &&
-			conditionIn(k.conditions, samplev1alpha1.ConditionReconciling) != nil &&
+			meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil &&
 			r != nil && r.Status == metav1.ConditionFalse && r.Reason == samplev1alpha1.ReasonRollingOut {
 			rollingOut = true
 		}
@@ -313,11 +309,11 @@ func TestKstatusFailed(t *testing.T) {
 		"refused":  samplev1alpha1.ReasonDeploymentApplyFailed,
 	} {
 		k := s.waitKstatus(name, status.FailedStatus, time.Minute)
-		stalled := conditionIn(k.conditions, samplev1alpha1.ConditionStalled)
+		stalled := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionStalled)
 		if stalled == nil || stalled.Reason != reason || k.observedGeneration != k.generation {
 			t.Errorf("%s: want Stalled/%s at the Foo's generation: %s", name, reason, k)
 		}
-		if conditionIn(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
+		if meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
 			t.Errorf("%s: Reconciling beside Stalled: %s", name, k)
 		}
 		// Events are sent asynchronously: the Warning may come a moment
@@ -347,7 +343,7 @@ func TestKstatusFailed(t *testing.T) {
 		// The refused apply is retried with backoff: up to a few seconds.
 		s.waitConverged(name, 2*time.Minute)
 		k := s.waitKstatus(name, status.CurrentStatus, 30*time.Second)
-		if conditionIn(k.conditions, samplev1alpha1.ConditionStalled) != nil {
+		if meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionStalled) != nil {
 			t.Errorf("%s: Stalled left behind: %s", name, k)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -556,7 +557,7 @@ func TestStalledCondition(t *testing.T) {
 	pde := conditionCases(foo)["progress deadline exceeded"]
 	stalled := foo.DeepCopy()
 	stalled.Status = Status(stalled, pde, metav1.Now())
-	was := findCondition(t, stalled.Status, samplev1alpha1.ConditionStalled)
+	was := meta.FindStatusCondition(stalled.Status.Conditions, samplev1alpha1.ConditionStalled)
 	if was == nil {
 		t.Fatal("no Stalled condition for an exceeded progress deadline")
 	}
@@ -673,7 +674,7 @@ func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	foo := testFoo()
 	foo.Status = Status(foo, Observation{Deployment: rolledOut(foo)}, t0)
-	was := *findCondition(t, foo.Status, samplev1alpha1.ConditionReady)
+	was := *meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 
 	next := foo.DeepCopy()
 	next.Generation++
@@ -699,16 +700,6 @@ func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	if got := ReadyCondition(next, Observation{Deployment: scaled}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
 		t.Errorf("after the scale is observed: %+v", got)
 	}
-}
-
-func findCondition(t *testing.T, st samplev1alpha1.FooStatus, typ string) *metav1.Condition {
-	t.Helper()
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == typ {
-			return &st.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func TestStatus(t *testing.T) {
@@ -757,14 +748,14 @@ func TestStatus(t *testing.T) {
 			t.Errorf("%s moved on a scale that kept the Deployment available: %+v", c.Type, c)
 		}
 	}
-	if c := findCondition(t, st2, samplev1alpha1.ConditionReconciling); !c.LastTransitionTime.Equal(&t1) {
+	if c := meta.FindStatusCondition(st2.Conditions, samplev1alpha1.ConditionReconciling); !c.LastTransitionTime.Equal(&t1) {
 		t.Errorf("Reconciling began at %v, want %v", c.LastTransitionTime, t1)
 	}
 
 	// Availability lost: Ready flips and gets a new transition time.
 	degraded := withStatus(dep, 2, 2, 1, false)
 	st3 := Status(foo, Observation{Deployment: degraded}, t1)
-	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !findCondition(t, st3, samplev1alpha1.ConditionReady).LastTransitionTime.Equal(&t1) {
+	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !meta.FindStatusCondition(st3.Conditions, samplev1alpha1.ConditionReady).LastTransitionTime.Equal(&t1) {
 		t.Errorf("after a flip: %+v", st3)
 	}
 
@@ -811,7 +802,7 @@ func TestStatus(t *testing.T) {
 
 	// Waiting for an old Deployment: no counts of it are reported.
 	waiting := Status(foo, Observation{Deployment: dep, Waiting: true}, t1)
-	if waiting.Replicas != 0 || findCondition(t, waiting, samplev1alpha1.ConditionReconciling).Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
+	if waiting.Replicas != 0 || meta.FindStatusCondition(waiting.Conditions, samplev1alpha1.ConditionReconciling).Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
 		t.Errorf("waiting: %+v", waiting)
 	}
 }
