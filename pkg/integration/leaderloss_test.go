@@ -84,12 +84,14 @@ func (s *scenario) waitLeading(id string, timeout time.Duration) {
 }
 
 // startSlowLeader starts a controller with the lease-loss timings that
-// talks through a proxy adding 20 ms per chunk (so that a fault strikes
-// part-way through its burst), and waits until it leads.
+// talks through a proxy adding 20 ms per chunk, with 4 workers instead of
+// 32 (so that a fault strikes part-way through its burst: with 32, a quiet
+// machine had 138 of 150 Deployments created before the test could cut
+// it off, and the rest in flight), and waits until it leads.
 func (s *scenario) startSlowLeader() (p *process, id string, proxy *tcpProxy) {
 	s.t.Helper()
 	proxy = proxyToAPIServer(s.t, s.cl, 20*time.Millisecond)
-	p = s.startController(append(s.leaseArgs(), "-kubeconfig="+proxy.kubeconfigVia(s.t, s.cl.ctrlKC))...)
+	p = s.startController(append(s.leaseArgs(), "-workers=4", "-kubeconfig="+proxy.kubeconfigVia(s.t, s.cl.ctrlKC))...)
 	id = s.identityOf(p)
 	s.waitLeading(id, 30*time.Second)
 	return p, id, proxy
