@@ -339,15 +339,22 @@ func run(ctx context.Context, o options) (err error) {
 
 	// Start is non-blocking. The informers start before the election so
 	// that a standby's cache is warm when it takes over, and stop when run
-	// returns, whatever the reason: Shutdown waits for them, so they must
-	// have been told to stop first.
+	// returns, whatever the reason. Waiting for them to stop is bounded:
+	// a reflector backing off after a failed watch-list ignores its stop
+	// channel until the backoff ends (seconds, client-go v0.37), and the
+	// process is about to exit anyway. After a lost Lease we do not wait
+	// at all: the exit itself is what tells the orchestrator.
 	informersCtx, stopInformers := context.WithCancel(ctx)
 	kubeInformerFactory.Start(informersCtx.Done())
 	fooInformerFactory.Start(informersCtx.Done())
 	defer func() {
 		stopInformers()
-		kubeInformerFactory.Shutdown()
-		fooInformerFactory.Shutdown()
+		if errors.Is(err, leader.ErrLost) {
+			return
+		}
+		if !waitAtMost(informerStopWait, kubeInformerFactory.Shutdown, fooInformerFactory.Shutdown) {
+			logger.Info("Informers were still stopping at exit", "waited", informerStopWait)
+		}
 	}()
 
 	if !o.leaderElect {
@@ -382,6 +389,28 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	logger.Info("Stopped")
 	return nil
+}
+
+// informerStopWait bounds how long a graceful stop waits for the informers
+// to stop.
+const informerStopWait = 2 * time.Second
+
+// waitAtMost runs each fn in turn in the background and reports whether all
+// returned within d. Those still running are left to the process's exit.
+func waitAtMost(d time.Duration, fns ...func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, fn := range fns {
+			fn()
+		}
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // version and revision are set by make image (hack/image, with -ldflags

@@ -135,7 +135,7 @@ func (s *scenario) requireLostAndExited(p *process, id, wantReason string, timeo
 	took := p.ended.Sub(lost[0])
 	s.t.Logf("exited %v after logging the loss (%s)", took.Round(time.Millisecond), exit)
 	if took > exitBound {
-		s.t.Errorf("the leader exited %v after it lost the Lease, want at most %v", took, exitBound)
+		s.t.Errorf("the leader exited %v after it lost the Lease, want at most %v\n%s", took, exitBound, p.tail(40))
 	}
 	if len(p.logLines("in-flight syncs cancelled")) == 0 {
 		s.t.Errorf("no \"in-flight syncs cancelled\" line: the syncs were not aborted\n%s", p.tail(40))
