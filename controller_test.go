@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -231,7 +234,6 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 // one clear error (main prints it and exits 1), not informers retrying
 // forever.
 func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
-	const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
 	for _, tc := range []struct{ refused, want string }{
 		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
 		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
@@ -240,34 +242,109 @@ func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 		{"nothing", ""},
 	} {
 		t.Run(tc.refused, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				switch r.URL.Path {
-				case tc.refused:
-					w.WriteHeader(http.StatusForbidden)
-					_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`))
-				case "/version":
-					_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
-				case fooGV:
-					_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1",` +
-						`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
-				case fooGV + "/foos":
-					_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
-				default:
-					_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
-				}
-			}))
+			srv := httptest.NewServer(fakeAPIServer(tc.refused, http.StatusForbidden))
 			host := srv.URL
 			if tc.refused == "everything" {
 				srv.Close() // nothing listens there any more
 			}
 			defer srv.Close()
-			err := checkAPI(t.Context(), &rest.Config{Host: host}, "")
+			err := checkAPI(t.Context(), &rest.Config{Host: host}, "", 0)
 			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
+}
+
+// TestCheckAPIWaitsForTheAPIServer: an API server that is not there yet, or
+// answers 503, is waited for (up to the bound); one that refuses is not.
+func TestCheckAPIWaitsForTheAPIServer(t *testing.T) {
+	t.Run("comes up", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close() // connections are refused until the server starts
+		const after = 1500 * time.Millisecond
+		go func() {
+			time.Sleep(after)
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			srv := httptest.NewUnstartedServer(fakeAPIServer("nothing", 0))
+			srv.Listener = l
+			srv.Start()
+			t.Cleanup(srv.Close)
+		}()
+		start := time.Now()
+		if err := checkAPI(t.Context(), &rest.Config{Host: "http://" + addr}, "", 20*time.Second); err != nil {
+			t.Fatalf("got %v, want the API server waited for", err)
+		}
+		if took := time.Since(start); took < after {
+			t.Errorf("returned after %v, before the API server was up", took)
+		}
+	})
+	for _, tc := range []struct {
+		name     string
+		refused  string
+		code     int
+		wait     bool
+		contains string
+	}{
+		{"unavailable", fooGV + "/foos", http.StatusServiceUnavailable, true, "cannot list foos"},
+		{"refused", fooGV + "/foos", http.StatusForbidden, false, "RBAC permission"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(fakeAPIServer(tc.refused, tc.code))
+			defer srv.Close()
+			const bound = 1500 * time.Millisecond
+			start := time.Now()
+			err := checkAPI(t.Context(), &rest.Config{Host: srv.URL}, "", bound)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tc.contains) {
+				t.Errorf("got %v, want an error containing %q", err, tc.contains)
+			}
+			if waited := took >= bound; waited != tc.wait {
+				t.Errorf("returned after %v (bound %v); want waited %v", took, bound, tc.wait)
+			}
+		})
+	}
+	t.Run("signal while waiting", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		err := checkAPI(ctx, &rest.Config{Host: "http://127.0.0.1:1"}, "", time.Minute)
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want the context's end", err)
+		}
+	})
+}
+
+const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
+
+// fakeAPIServer answers the start-up checks, with code for the path
+// refused ("nothing": no path is).
+func fakeAPIServer(refused string, code int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case refused:
+			w.WriteHeader(code)
+			_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`,
+				metav1.StatusReason(strings.ReplaceAll(http.StatusText(code), " ", "")), code)
+		case "/version":
+			_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
+		case fooGV:
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1",` +
+				`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
+		case fooGV + "/foos":
+			_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
+		default:
+			_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
+		}
+	})
 }
 
 // TestBadFlagsAreRefused: a flag value the controller cannot run with is an

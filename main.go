@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -19,8 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	apiwait "k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -240,7 +243,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return fmt.Errorf("building Foo client: %w", err)
 	}
-	if err := checkAPI(ctx, cfg, o.namespace); err != nil {
+	if err := checkAPI(ctx, cfg, o.namespace, apiStartupWait); err != nil {
 		return err
 	}
 
@@ -492,11 +495,47 @@ func clientConfig(o options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// checkAPI fails fast, with one clear message, when the API server cannot be
-// reached, the Foo CRD is not installed, or we may not list what we watch:
-// otherwise the informers would retry forever and the process would look
-// healthy while doing nothing.
-func checkAPI(ctx context.Context, cfg *rest.Config, namespace string) error {
+// checkAPI fails, with one clear message, when the Foo CRD is not installed
+// or we may not list what we watch: otherwise the informers would retry
+// forever and the process would look healthy while doing nothing. An API
+// server that cannot be reached, or answers that it is unavailable, is
+// waited for, up to wait, with each failure logged: a controller started
+// during a short outage (a control-plane upgrade, a node reboot) rides it
+// out instead of crash-looping. Past wait, that too is an error.
+func checkAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time.Duration) error {
+	logger := klog.FromContext(ctx)
+	deadline := time.Now().Add(wait)
+	backoff := apiwait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
+	for {
+		err := checkAPIOnce(ctx, cfg, namespace)
+		if err == nil || !unavailable(err) || !time.Now().Before(deadline) {
+			return err
+		}
+		logger.Info("Waiting for the API server", "err", err, "giveUpIn", time.Until(deadline).Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the API server: %w", context.Cause(ctx))
+		case <-time.After(min(backoff.Step(), time.Until(deadline))):
+		}
+	}
+}
+
+// unavailable reports whether err says the API server could not answer
+// (not reached, or unavailable for now) rather than that it refused.
+func unavailable(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // no answer: connection refused, reset, timed out
+	}
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+}
+
+// apiStartupWait bounds how long start-up waits for an unreachable API
+// server (see checkAPI).
+const apiStartupWait = 30 * time.Second
+
+func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = 15 * time.Second
 	kc, err := kubernetes.NewForConfig(c)
@@ -511,13 +550,23 @@ func checkAPI(ctx context.Context, cfg *rest.Config, namespace string) error {
 		return err
 	}
 	one := metav1.ListOptions{Limit: 1}
-	if _, err := fc.SamplecontrollerV1alpha1().Foos(namespace).List(ctx, one); err != nil {
-		return fmt.Errorf("cannot list foos (does the controller's identity have RBAC permission to list and watch them?): %w", err)
+	_, err = fc.SamplecontrollerV1alpha1().Foos(namespace).List(ctx, one)
+	if err := cannotList("foos", err); err != nil {
+		return err
 	}
-	if _, err := kc.AppsV1().Deployments(namespace).List(ctx, one); err != nil {
-		return fmt.Errorf("cannot list deployments (does the controller's identity have RBAC permission to list and watch them?): %w", err)
+	_, err = kc.AppsV1().Deployments(namespace).List(ctx, one)
+	return cannotList("deployments", err)
+}
+
+func cannotList(resource string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("cannot list %s (does the controller's identity have RBAC permission to list and watch them?): %w", resource, err)
+	default:
+		return fmt.Errorf("cannot list %s: %w", resource, err)
 	}
-	return nil
 }
 
 func checkServesFoos(kc kubernetes.Interface, host string) error {

@@ -32,7 +32,7 @@ import (
 // TestControlPlaneRestarts stops the API server, and then etcd, for 10s
 // while 200 Foos converge. The controller must ride it out (no exit), see
 // the outage in its metrics, and converge every Foo once the component is
-// back.
+// back. Then it starts a controller while the API server is away.
 func TestControlPlaneRestarts(t *testing.T) {
 	t.Parallel()
 	cl := privateCluster(t, clusterOptions{})
@@ -106,6 +106,34 @@ func TestControlPlaneRestarts(t *testing.T) {
 			}
 		})
 	}
+
+	// A controller started while the API server is away (a rollout during
+	// a control-plane upgrade) waits for it instead of exiting 1 and
+	// crash-looping, and converges once it is back.
+	t.Run("kube-apiserver down at start", func(t *testing.T) {
+		s := newScenarioOn(t, cl)
+		names := s.createFoos("early", 20)
+		if err := cl.stopAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		ctrl := s.startController("-v=2")
+		s.eventually(30*time.Second, "the controller to say it waits", func() (bool, string) {
+			return len(ctrl.logLines("Waiting for the API server")) >= 2, ctrl.tail(3)
+		})
+		if err := cl.startAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		back := time.Now()
+		if !ctrl.running() {
+			t.Fatalf("the controller exited while the API server was away: %v\n%s", ctrl.err, ctrl.tail(20))
+		}
+		s.eventually(2*time.Minute, "all Foos to converge", s.invariants)
+		if got := s.count(names); got != len(names) {
+			t.Fatalf("%d of %d Foos exist", got, len(names))
+		}
+		t.Logf("waited %d times for the API server; all %d Foos converged %v after it came back",
+			len(ctrl.logLines("Waiting for the API server")), len(names), time.Since(back).Round(time.Millisecond))
+	})
 }
 
 // count returns how many of the named Foos exist.
