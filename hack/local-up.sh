@@ -20,6 +20,11 @@
 #   FOO_KUBE_API_QPS=200 FOO_KUBE_API_BURST=400    client rate limits of
 #                                                  controller-manager+scheduler
 #   FOO_KWOK_NODES=3                               number of fake nodes
+#   FOO_KCM_CONTROLLERS                            kube-controller-manager's
+#                                                  --controllers (default: the
+#                                                  list below); the bench drops
+#                                                  the Deployment controller
+#                                                  with -deployment-controller=false
 #   FOO_LOCAL_TIMEOUT=120                          seconds to wait per step
 #   FOO_LOCAL_KEEP_ON_FAILURE=1                    on failure, leave the started
 #                                                  components running (to debug)
@@ -36,6 +41,7 @@ SCHEDULER_PORT="${FOO_SCHEDULER_PORT:-10259}"
 KUBE_API_QPS="${FOO_KUBE_API_QPS:-200}"
 KUBE_API_BURST="${FOO_KUBE_API_BURST:-400}"
 KWOK_NODES="${FOO_KWOK_NODES:-3}"
+KCM_CONTROLLERS="${FOO_KCM_CONTROLLERS:-deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller}"
 TIMEOUT="${FOO_LOCAL_TIMEOUT:-120}"
 
 # Components in start order; local-down.sh stops them in reverse.
@@ -309,7 +315,7 @@ start kube-controller-manager \
   --tls-cert-file="$CERTS/kube-controller-manager-serving.crt" \
   --tls-private-key-file="$CERTS/kube-controller-manager-serving.key" \
   --leader-elect=false \
-  --controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller \
+  --controllers="$KCM_CONTROLLERS" \
   --use-service-account-credentials=true \
   --root-ca-file="$CERTS/ca.crt" \
   --kube-api-qps="$KUBE_API_QPS" \

@@ -151,6 +151,14 @@ func (f *firsts) last() time.Time {
 	return l
 }
 
+// fooReported: the controller has written the Foo's status for its
+// generation (the CRD defaults observedGeneration to 0, generations start
+// at 1). Without kube-controller-manager's Deployment controller, that is
+// as far as a Foo goes.
+func fooReported(foo *samplev1alpha1.Foo) bool {
+	return foo.Status.ObservedGeneration == foo.Generation
+}
+
 func fooReady(foo *samplev1alpha1.Foo) bool {
 	return meta.IsStatusConditionTrue(foo.Status.Conditions, samplev1alpha1.ConditionReady) &&
 		foo.Status.ObservedGeneration == foo.Generation
@@ -174,8 +182,13 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 }
 
 // converge creates n Foos of the given replicas in ns and measures until
-// every one is Ready.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
+// every one is Ready (withKCM) or, without kube-controller-manager's
+// Deployment controller, until every one's status is written.
+func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool) (figures, series, error) {
+	done, doneName := fooReady, "Ready"
+	if !withKCM {
+		done, doneName = fooReported, "reported"
+	}
 	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -210,7 +223,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 	}
 	onFoo := func(obj any) {
 		now := time.Now()
-		if f, ok := obj.(*samplev1alpha1.Foo); ok && watched[f.Namespace] && fooReady(f) {
+		if f, ok := obj.(*samplev1alpha1.Foo); ok && watched[f.Namespace] && done(f) {
 			ready.mark(f.Name, now)
 		}
 	}
@@ -262,19 +275,22 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 			return nil, nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("converge: only %d/%d Foos Ready after %v", ready.len(), n, timeout)
+			return nil, nil, fmt.Errorf("converge: only %d/%d Foos %s after %v", ready.len(), n, doneName, timeout)
 		}
 		if time.Since(lastProgress) >= progressGap {
 			lastProgress = time.Now()
 			if s, err := ctrl.scrape(); err == nil {
 				maxDepth = max(maxDepth, s.sum("workqueue_depth", `name="foo-controller"`))
 			}
-			progress("converge: %5.1fs deployments %d/%d, available %d/%d, foos ready %d/%d",
-				time.Since(t0).Seconds(), depOK.len(), n, depAvail.len(), n, ready.len(), n)
+			progress("converge: %5.1fs deployments %d/%d, available %d/%d, foos %s %d/%d",
+				time.Since(t0).Seconds(), depOK.len(), n, depAvail.len(), n, doneName, ready.len(), n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	progress("converge: all %d Foos Ready after %.2fs; waiting for the controller to go quiet", n, time.Since(t0).Seconds())
+	for depOK.len() < n && time.Now().Before(deadline) { // reported can precede the Deployment's event
+		time.Sleep(50 * time.Millisecond)
+	}
+	progress("converge: all %d Foos %s after %.2fs; waiting for the controller to go quiet", n, doneName, time.Since(t0).Seconds())
 	after, err := ctrl.settle(3*time.Second, time.Minute)
 	if err != nil {
 		return nil, nil, err
@@ -311,14 +327,6 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 		"creates_sent_s":             createsDone.Seconds(),
 		"deployments_exist_s":        depOK.last().Sub(t0).Seconds(),
 		"burst_foos_per_s":           nf / depOK.last().Sub(t0).Seconds(),
-		"deployments_available_s":    depAvail.last().Sub(t0).Seconds(),
-		"foos_ready_s":               ready.last().Sub(t0).Seconds(),
-		"ready_after_last_available": ready.last().Sub(depAvail.last()).Seconds(),
-		"latency_p50_s":              pct(latency, 50),
-		"latency_p99_s":              pct(latency, 99),
-		"status_lag_p50_s":           pct(lag, 50),
-		"status_lag_p99_s":           pct(lag, 99),
-		"status_lag_max_s":           pct(lag, 100),
 		"requests_per_foo":           total(methods) / nf,
 		"writes_per_foo":             writesOf(methods) / nf,
 		"writes_excl_events_per_foo": (writesOf(methods) - float64(events)) / nf,
@@ -333,6 +341,15 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 			before.sum("rest_client_rate_limiter_duration_seconds_sum")) / nf,
 		"workqueue_depth_max": maxDepth,
 	}
+	if withKCM {
+		fig["deployments_available_s"] = depAvail.last().Sub(t0).Seconds()
+		fig["foos_ready_s"] = ready.last().Sub(t0).Seconds()
+		fig["ready_after_last_available"] = ready.last().Sub(depAvail.last()).Seconds()
+		fig["latency_p50_s"], fig["latency_p99_s"] = pct(latency, 50), pct(latency, 99)
+		fig["status_lag_p50_s"], fig["status_lag_p99_s"], fig["status_lag_max_s"] = pct(lag, 50), pct(lag, 99), pct(lag, 100)
+	} else {
+		fig["foos_reported_s"] = ready.last().Sub(t0).Seconds()
+	}
 	for m, v := range methods {
 		fig["converge_"+m+"_per_foo"] = v / nf
 	}
@@ -342,8 +359,8 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 	ser := series{
 		"foos_created":      secondsSince(t0, cr),
 		"deployments_exist": secondsSince(t0, dok),
-		"foos_ready":        secondsSince(t0, rd),
 	}
+	ser["foos_"+strings.ToLower(doneName)] = secondsSince(t0, rd)
 	return fig, ser, nil
 }
 

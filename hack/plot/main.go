@@ -71,6 +71,7 @@ func run(in, out string) error {
 			{"foos_created", "Foos created (by the bench)"},
 			{"deployments_exist", "their Deployments as declared"},
 			{"foos_ready", "Foos Ready"},
+			{"foos_reported", "Foos' status written (no Deployment controller)"},
 			{"floor_deployments_created", "floor: Deployments created directly"},
 		}
 		for i, c := range curves {
