@@ -20,6 +20,8 @@
 #   FOO_KUBE_API_QPS=200 FOO_KUBE_API_BURST=400    client rate limits of
 #                                                  controller-manager+scheduler
 #   FOO_KWOK_NODES=3                               number of fake nodes
+#   FOO_APISERVER_FEATURE_GATES=ShardedListAndWatch=true
+#                                                  kube-apiserver's --feature-gates
 #   FOO_KCM_CONTROLLERS                            kube-controller-manager's
 #                                                  --controllers (default: the
 #                                                  list below); the bench drops
@@ -262,7 +264,12 @@ wait_for etcd "port $ETCD_PORT" port_in_use "$ETCD_PORT"
 #   loopback address as the endpoint of the "kubernetes" Service, which
 #   Endpoints validation rejects (loopback isn't allowed) - nothing in this
 #   setup reaches the apiserver through that Service anyway.
+# --feature-gates=ShardedListAndWatch=true: server-side sharded lists and
+#   watches (alpha in 1.36, KEP-5866), for foo-controller's -shard-slots
+#   mode (docs/sharding.md); FOO_APISERVER_FEATURE_GATES overrides it, e.g.
+#   with =false to try the client-side fallback.
 start kube-apiserver \
+  --feature-gates="${FOO_APISERVER_FEATURE_GATES:-ShardedListAndWatch=true}" \
   --bind-address=127.0.0.1 \
   --advertise-address=127.0.0.1 \
   --secure-port="$APISERVER_PORT" \

@@ -80,7 +80,10 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 		Set("audit-log-mode", "blocking").
 		// As in most real clusters: setting blockOwnerDeletion on an owner
 		// reference to a Foo needs update on foos/finalizers.
-		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement").
+		// Server-side sharded lists and watches (alpha in 1.36), as
+		// hack/local-up.sh enables them (docs/sharding.md).
+		Set("feature-gates", "ShardedListAndWatch=true")
 	for name, value := range opts.apiserverFlags {
 		apiserver.Configure().Set(name, value)
 	}

@@ -1,0 +1,104 @@
+// Package shard splits the namespaces of a cluster among the replicas of
+// foo-controller (opt-in; one leader doing everything stays the default).
+//
+// The unit of work is a slot: a fixed range of the 64-bit FNV-1a hash of
+// an object's namespace, the hash the API server itself computes for a
+// shard selector (KEP-5866, ShardedListAndWatch). A namespace, and so a Foo
+// and every Deployment it could own or collide with, falls in exactly one
+// slot; a replica that holds a slot's Lease lists and watches only that
+// slot's objects and is the only one that writes to them. See
+// docs/sharding.md.
+package shard
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/sharding"
+)
+
+// Key is what slots hash: the namespace, so that the conflict and rename
+// logic, which need every Deployment of a namespace, see them all in one
+// replica. (The API server also accepts object.metadata.uid, which would
+// split a namespace's Foos from the Deployments they could collide with.)
+const Key = "object.metadata.namespace"
+
+// Slots is a division of the hash space into n equal ranges, slot i
+// covering [Start(i), End(i)).
+type Slots int
+
+// Start is slot i's first hash: ceil(i * 2^64 / n), so that Of, which
+// computes floor(h * n / 2^64), agrees with the ranges exactly.
+func (n Slots) Start(i int) uint64 {
+	q, r := bits.Div64(uint64(i), 0, uint64(n))
+	if r != 0 {
+		q++
+	}
+	return q
+}
+
+// bound formats slot i's lower bound as the API server expects it: 0x and
+// 16 lowercase hex digits, or 2^64 (17 digits) past the last slot.
+func (n Slots) bound(i int) string {
+	if i == int(n) {
+		return "0x10000000000000000"
+	}
+	return fmt.Sprintf("0x%016x", n.Start(i))
+}
+
+// Of returns the slot of a namespace.
+func (n Slots) Of(namespace string) int {
+	hi, _ := bits.Mul64(hash(namespace), uint64(n))
+	return int(hi)
+}
+
+// Selector returns the shard selector (metav1.ListOptions.ShardSelector)
+// for the given slots, adjacent slots merged into one range: the API server
+// then sends only their objects. No slots: the empty selector, which the
+// API server reads as everything, so callers must not list with it.
+func (n Slots) Selector(slots []int) sharding.Selector {
+	s := slices.Clone(slots)
+	slices.Sort(s)
+	s = slices.Compact(s)
+	var reqs []sharding.ShardRangeRequirement
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: n.bound(s[i]), End: n.bound(s[j] + 1)})
+		i = j + 1
+	}
+	return sharding.NewSelector(reqs...)
+}
+
+// hash is the API server's (sharding.HashField): 64-bit FNV-1a over the
+// namespace's bytes.
+func hash(namespace string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(namespace))
+	return h.Sum64()
+}
+
+// Validate rejects a slot count the controller cannot run with.
+func (n Slots) Validate() error {
+	if n < 1 || n > 256 {
+		return fmt.Errorf("shard slots must be 1 to 256, got %d", int(n))
+	}
+	return nil
+}
+
+// List names slots for logs: "3,4,5".
+func List(slots []int) string {
+	var b strings.Builder
+	for i, s := range slots {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, s)
+	}
+	return b.String()
+}
