@@ -83,7 +83,7 @@ for md in files:
 # Kubernetes names below; anything else must be declared in the Go code, so
 # that renaming a function breaks the docs that name it. Code blocks are
 # skipped: they hold examples, such as the new code in adding-a-field.md.
-field_names = {"blockOwnerDeletion", "deletionTimestamp", "foregroundDeletion", "managedFields",
+field_names = {"blockOwnerDeletion", "deletionTimestamp", "foregroundDeletion", "generateName", "managedFields",
              "ownerReferences", "resourceVersion", "scaleTargetRef"}
 for g in go_files:
     for m in re.finditer(r'json:"(\w+)', open(g, encoding="utf-8").read()):
