@@ -196,7 +196,10 @@ func TestLeaderElection(t *testing.T) {
 	// Lease, exits 0, and the standby takes over at its next retry.
 	start := time.Now()
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	s.eventually(10*time.Second, "b to lead after a's SIGTERM", func() (bool, string) { return holder() == idB, holder() })
+	s.eventually(10*time.Second, "b to lead after a's SIGTERM", func() (bool, string) {
+		return holder() == idB, fmt.Sprintf("held by %q; a released it: %v; b's last lines:\n%s",
+			holder(), len(a.logLines("Released the Lease")) > 0, b.tail(8))
+	})
 	handover := time.Since(start)
 	t.Logf("hand-over after SIGTERM: %v", handover.Round(time.Millisecond))
 	if handover > 5*time.Second {

@@ -269,8 +269,10 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			// Work returned (a graceful stop, or an error of its own) and
 			// then stopped the election: hand the Lease over now, so that
 			// a standby need not wait for it to expire.
-			if err := release(context.WithoutCancel(ctx), lock.Interface, c.RenewDeadline); err != nil {
+			if released, err := release(context.WithoutCancel(ctx), lock.Interface, c.RenewDeadline); err != nil {
 				logger.Error(err, "Could not release the Lease; a standby takes over when it expires")
+			} else if released {
+				logger.Info("Released the Lease; a standby can take over at once", "lease", klog.KRef(c.LeaseNamespace, c.LeaseName))
 			}
 			return workErr
 		default:
@@ -291,20 +293,21 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 // ReleaseOnCancel does: a holder with a 1 s lease duration. The update is
 // preconditioned on the Lease's resourceVersion from the read, so it
 // cannot clear a newer holder.
-func release(ctx context.Context, lock resourcelock.Interface, timeout time.Duration) error {
+func release(ctx context.Context, lock resourcelock.Interface, timeout time.Duration) (released bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	rec, _, err := lock.Get(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if rec.HolderIdentity != lock.Identity() {
-		return nil
+		return false, nil
 	}
 	now := metav1.NewTime(time.Now())
-	return lock.Update(ctx, resourcelock.LeaderElectionRecord{
+	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
 		LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
 	})
+	return err == nil, err
 }
 
 // abortWait bounds how long Run waits for work to return after leadership
