@@ -17,13 +17,16 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	apiwait "k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -243,6 +246,31 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return fmt.Errorf("building Foo client: %w", err)
 	}
+
+	// Liveness: the process serves, and a leader still renews its lease
+	// (a leader stuck past the renew deadline gets restarted; one that
+	// gives up exits by itself). Readiness: the caches are synced (standbys
+	// too: they are ready to take over). Served before the start-up checks,
+	// so that a liveness probe does not kill a process that waits for the
+	// API server (checkAPI); /readyz fails until the caches are synced.
+	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
+	var started atomic.Pointer[Controller]
+	probes := http.NewServeMux()
+	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
+	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
+		if c := started.Load(); c == nil {
+			return errors.New("starting: checking the API server")
+		} else if !c.HasSynced() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}}))
+	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
+		return err
+	}
+	if err := metrics.Serve(ctx, "metrics", o.metricsAddr, metrics.MetricsMux(o.profiling)); err != nil {
+		return err
+	}
 	if err := checkAPI(ctx, cfg, o.namespace, apiStartupWait); err != nil {
 		return err
 	}
@@ -319,26 +347,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-
-	// Liveness: the process serves, and a leader still renews its lease
-	// (a leader stuck past the renew deadline gets restarted; one that
-	// gives up exits by itself). Readiness: the caches are synced (standbys
-	// too: they are ready to take over).
-	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	probes := http.NewServeMux()
-	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
-	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
-		if !controller.HasSynced() {
-			return errors.New("caches not synced yet")
-		}
-		return nil
-	}}))
-	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
-		return err
-	}
-	if err := metrics.Serve(ctx, "metrics", o.metricsAddr, metrics.MetricsMux(o.profiling)); err != nil {
-		return err
-	}
+	started.Store(controller)
 
 	// Start is non-blocking. The informers start before the election so
 	// that a standby's cache is warm when it takes over, and stop when run
@@ -498,17 +507,31 @@ func clientConfig(o options) (*rest.Config, error) {
 // checkAPI fails, with one clear message, when the Foo CRD is not installed
 // or we may not list what we watch: otherwise the informers would retry
 // forever and the process would look healthy while doing nothing. An API
-// server that cannot be reached, or answers that it is unavailable, is
-// waited for, up to wait, with each failure logged: a controller started
-// during a short outage (a control-plane upgrade, a node reboot) rides it
-// out instead of crash-looping. Past wait, that too is an error.
+// server that is away (connection refused or reset, no answer in time, a
+// 5xx or 429, or a refusal while its own /readyz fails, as in the first
+// seconds after it starts and its RBAC cache fills) is waited for, up to
+// wait, each try logged: a controller started during a short outage rides
+// it out instead of crash-looping. Anything else (a wrong address or CA,
+// no CRD, no permission) is an error at once. A signal while waiting ends
+// it with the context's cause, a clean stop.
 func checkAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time.Duration) error {
 	logger := klog.FromContext(ctx)
 	deadline := time.Now().Add(wait)
 	backoff := apiwait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 	for {
-		err := checkAPIOnce(ctx, cfg, namespace)
-		if err == nil || !unavailable(err) || !time.Now().Before(deadline) {
+		// A try gets until the deadline, and at least apiTryTimeout, so
+		// that the last one can still tell a refusal from an outage.
+		tryUntil := deadline
+		if least := time.Now().Add(apiTryTimeout); least.After(tryUntil) {
+			tryUntil = least
+		}
+		try, cancel := context.WithDeadline(ctx, tryUntil)
+		err := checkAPIOnce(try, cfg, namespace)
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for the API server: %w", context.Cause(ctx))
+		}
+		if err == nil || !time.Now().Before(deadline) || !apiAway(ctx, cfg, err) {
 			return err
 		}
 		logger.Info("Waiting for the API server", "err", err, "giveUpIn", time.Until(deadline).Round(time.Second))
@@ -520,29 +543,63 @@ func checkAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time
 	}
 }
 
-// unavailable reports whether err says the API server could not answer
-// (not reached, or unavailable for now) rather than that it refused.
-func unavailable(err error) bool {
+// apiStartupWait bounds how long start-up waits for an API server that is
+// away (see checkAPI); apiTryTimeout bounds one try. The probes are served
+// meanwhile, /healthz passing, so that a liveness probe does not cut the
+// wait short.
+const (
+	apiStartupWait = 30 * time.Second
+	apiTryTimeout  = 15 * time.Second
+)
+
+// apiAway reports whether err says the API server is away for now rather
+// than that something is wrong with our configuration: positive evidence
+// only, so that a wrong address or CA fails at once.
+func apiAway(ctx context.Context, cfg *rest.Config, err error) bool {
 	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return true // no answer: connection refused, reset, timed out
+	if errors.As(err, &status) {
+		if apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || status.Status().Code >= 500 {
+			return true
+		}
+		// A refusal from an API server that is not ready yet is not its
+		// last word (its RBAC cache may still be filling).
+		return !apiReady(ctx, cfg)
 	}
-	return apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	if errors.Is(err, errNotServed) {
+		return !apiReady(ctx, cfg)
+	}
+	var netErr net.Error
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
 }
 
-// apiStartupWait bounds how long start-up waits for an unreachable API
-// server (see checkAPI).
-const apiStartupWait = 30 * time.Second
+// apiReady asks the API server's /readyz, which every authenticated client
+// may read (the system:public-info-viewer role).
+func apiReady(ctx context.Context, cfg *rest.Config) bool {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 5 * time.Second
+	kc, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return false
+	}
+	return kc.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil
+}
+
+var errNotServed = errors.New("not served")
 
 func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error {
 	c := rest.CopyConfig(cfg)
-	c.Timeout = 15 * time.Second
+	c.Timeout = apiTryTimeout
 	kc, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		return err
 	}
-	if err := checkServesFoos(kc, cfg.Host); err != nil {
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return err
+	}
+	if err := checkServesFoos(ctx, dc, cfg.Host); err != nil {
 		return err
 	}
 	fc, err := clientset.NewForConfig(c)
@@ -569,11 +626,11 @@ func cannotList(resource string, err error) error {
 	}
 }
 
-func checkServesFoos(kc kubernetes.Interface, host string) error {
+func checkServesFoos(ctx context.Context, dc *discovery.DiscoveryClient, host string) error {
 	gv := samplev1alpha1.GroupVersion.String()
-	resources, err := kc.Discovery().ServerResourcesForGroupVersion(gv)
+	resources, err := dc.ServerResourcesForGroupVersionWithContext(ctx, gv)
 	if err != nil {
-		if _, verr := kc.Discovery().ServerVersion(); verr != nil {
+		if _, verr := dc.ServerVersionWithContext(ctx); verr != nil {
 			return fmt.Errorf("cannot reach the API server at %s: %w", host, verr)
 		}
 		return fmt.Errorf("API %s is not served (is the CRD installed? kubectl apply -f artifacts/examples/crd.yaml): %w", gv, err)
@@ -583,5 +640,5 @@ func checkServesFoos(kc kubernetes.Interface, host string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("API %s does not serve foos (is the CRD installed? kubectl apply -f artifacts/examples/crd.yaml)", gv)
+	return fmt.Errorf("API %s does not serve foos (is the CRD installed? kubectl apply -f artifacts/examples/crd.yaml): %w", gv, errNotServed)
 }

@@ -44,6 +44,9 @@ KUBE_API_QPS="${FOO_KUBE_API_QPS:-200}"
 KUBE_API_BURST="${FOO_KUBE_API_BURST:-400}"
 KWOK_NODES="${FOO_KWOK_NODES:-3}"
 KCM_CONTROLLERS="${FOO_KCM_CONTROLLERS:-deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller}"
+APISERVER_FEATURE_GATES="${FOO_APISERVER_FEATURE_GATES:-ShardedListAndWatch=true}"
+# What a running control plane must have been started with to be reused.
+SETTINGS="kcm-controllers=$KCM_CONTROLLERS apiserver-feature-gates=$APISERVER_FEATURE_GATES"
 TIMEOUT="${FOO_LOCAL_TIMEOUT:-120}"
 
 # Components in start order; local-down.sh stops them in reverse.
@@ -98,6 +101,9 @@ if ((${#running[@]} > 0)); then
     BIN=$("$REPO_ROOT/hack/install-testbin.sh" --print-dir)
     KUBECTL=("$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN")
     ready_apiserver || die "a control plane is running from $STATE_DIR but its apiserver is not ready; see $LOGS/ or run hack/local-down.sh"
+    # Reused as it was started: refuse if asked for other settings.
+    [[ "$(cat "$STATE_DIR/settings" 2>/dev/null)" == "$SETTINGS" ]] ||
+      die "a control plane is running from $STATE_DIR with other settings ($(cat "$STATE_DIR/settings" 2>/dev/null || echo unknown)) than asked ($SETTINGS); run hack/local-down.sh first"
     log "a local control plane is already running from $STATE_DIR; reusing it"
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
     exit 0
@@ -117,6 +123,7 @@ BIN=$("$REPO_ROOT/hack/install-testbin.sh" --print-dir)
 KUBECTL=("$BIN/kubectl" --kubeconfig="$KUBECONFIG_ADMIN")
 
 mkdir -p "$CERTS" "$LOGS" "$PIDS" "$STATE_DIR/etcd" "$STATE_DIR/kwok"
+printf '%s\n' "$SETTINGS" >"$STATE_DIR/settings"
 chmod 0700 "$STATE_DIR" "$CERTS"
 # local-down.sh --clean only deletes a directory carrying this marker.
 touch "$STATE_DIR/.foo-controller-local"
@@ -269,7 +276,7 @@ wait_for etcd "port $ETCD_PORT" port_in_use "$ETCD_PORT"
 #   mode (docs/sharding.md); FOO_APISERVER_FEATURE_GATES overrides it, e.g.
 #   with =false to try the client-side fallback.
 start kube-apiserver \
-  --feature-gates="${FOO_APISERVER_FEATURE_GATES:-ShardedListAndWatch=true}" \
+  --feature-gates="$APISERVER_FEATURE_GATES" \
   --bind-address=127.0.0.1 \
   --advertise-address=127.0.0.1 \
   --secure-port="$APISERVER_PORT" \

@@ -287,7 +287,10 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for depOK.len() < n && time.Now().Before(deadline) { // reported can precede the Deployment's event
+	for depOK.len() < n { // reported can precede the Deployment's event
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("converge: only %d/%d Deployments as declared after %v", depOK.len(), n, timeout)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	progress("converge: all %d Foos %s after %.2fs; waiting for the controller to go quiet", n, doneName, time.Since(t0).Seconds())

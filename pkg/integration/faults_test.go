@@ -12,9 +12,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,10 +118,18 @@ func TestControlPlaneRestarts(t *testing.T) {
 		if err := cl.stopAPIServer(); err != nil {
 			t.Fatal(err)
 		}
-		ctrl := s.startController("-v=2")
+		probes := freeAddr(t)
+		ctrl := s.startController("-v=2", "-health-probe-bind-address="+probes)
 		s.eventually(30*time.Second, "the controller to say it waits", func() (bool, string) {
 			return len(ctrl.logLines("Waiting for the API server")) >= 2, ctrl.tail(3)
 		})
+		// A liveness probe must not kill it meanwhile; readiness says why not yet.
+		if code, body := httpGet("http://" + probes + "/healthz"); code != http.StatusOK {
+			t.Errorf("/healthz while waiting for the API server: %d %s", code, body)
+		}
+		if code, body := httpGet("http://" + probes + "/readyz"); code != http.StatusInternalServerError || !strings.Contains(body, "checking the API server") {
+			t.Errorf("/readyz while waiting for the API server: %d %s", code, body)
+		}
 		if err := cl.startAPIServer(); err != nil {
 			t.Fatal(err)
 		}
@@ -127,11 +137,16 @@ func TestControlPlaneRestarts(t *testing.T) {
 		if !ctrl.running() {
 			t.Fatalf("the controller exited while the API server was away: %v\n%s", ctrl.err, ctrl.tail(20))
 		}
+		s.eventually(time.Minute, "the controller's caches to sync", func() (bool, string) {
+			code, body := httpGet("http://" + probes + "/readyz")
+			return code == http.StatusOK, body
+		})
+		t.Logf("the controller was ready %v after the API server came back", time.Since(back).Round(time.Millisecond))
 		s.eventually(2*time.Minute, "all Foos to converge", s.invariants)
 		if got := s.count(names); got != len(names) {
 			t.Fatalf("%d of %d Foos exist", got, len(names))
 		}
-		t.Logf("waited %d times for the API server; all %d Foos converged %v after it came back",
+		t.Logf("waited %d times for the API server; all %d Foos converged %v after it came back (kube-controller-manager, the scheduler and kwok included)",
 			len(ctrl.logLines("Waiting for the API server")), len(names), time.Since(back).Round(time.Millisecond))
 	})
 }

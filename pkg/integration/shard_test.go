@@ -79,7 +79,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 			}
 		}
 		seen[i] = len(want) > 0
-		opts := metav1.ListOptions{LabelSelector: label, ShardSelector: slots.Selector([]int{i}).String()}
+		opts := metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, slots, i)}
 		foos, err := s.foos.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(s.ctx, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -107,10 +107,28 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 	}
 	t.Logf("8 namespaces over %d slots: slots with some %v", slots, seen)
 
+	// The API server parses what Selector writes for slot counts that do
+	// not divide 2^64 too, and filters by it as Of says.
+	for _, n := range []shard.Slots{7, 100, 256} {
+		for _, sp := range spaces {
+			i := n.Of(sp.ns)
+			for _, sel := range [][]int{{i}, {(i + 1) % int(n)}, {0, (i + 2) % int(n), int(n) - 1}} {
+				opts := metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, n, sel...)}
+				foos, err := s.foos.SamplecontrollerV1alpha1().Foos(sp.ns).List(s.ctx, opts)
+				if err != nil {
+					t.Fatalf("%d slots, selector %s: %v", n, opts.ShardSelector, err)
+				}
+				if want := slices.Contains(sel, i); (len(foos.Items) == 1) != want {
+					t.Errorf("%d slots, namespace %s in slot %d: %d Foos listed with the selector for %v", n, sp.ns, i, len(foos.Items), sel)
+				}
+			}
+		}
+	}
+
 	// A watch with a slot's selector sees that slot's changes only.
 	slot := slots.Of(spaces[0].ns)
 	w, err := s.foos.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).Watch(s.ctx,
-		metav1.ListOptions{LabelSelector: label, ShardSelector: slots.Selector([]int{slot}).String(), ResourceVersion: "0"})
+		metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, slots, slot), ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +173,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 		p := newScenarioOn(t, cl)
 		p.createFoo(newFoo("f", "f", 0))
 		other := slots.Of(p.ns) + 1
-		opts := metav1.ListOptions{ShardSelector: slots.Selector([]int{other % int(slots)}).String()}
+		opts := metav1.ListOptions{ShardSelector: mustSelector(t, slots, other%int(slots))}
 		foos, err := p.foos.SamplecontrollerV1alpha1().Foos(p.ns).List(p.ctx, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -170,6 +188,15 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 			t.Errorf("gate off: ServerFilters = %v, %v; want false", ok, err)
 		}
 	})
+}
+
+func mustSelector(t *testing.T, n shard.Slots, slots ...int) string {
+	t.Helper()
+	s, err := n.Selector(slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.String()
 }
 
 // objectName names a watched object namespace/name.

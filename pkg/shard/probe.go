@@ -21,11 +21,15 @@ type ListFunc func(ctx context.Context, opts metav1.ListOptions) (runtime.Object
 // Probe a built-in resource (Deployments): kube-apiserver 1.36 filters a
 // custom resource's lists too but does not echo shardInfo for them
 // (TestShardSelectorOnTheAPIServer), and the gate is one switch for the
-// whole server. Whatever the answer, the caller filters what it receives
-// as well (see Filter): during a rolling upgrade of a highly available
-// control plane, one API server can filter and the next not.
+// whole server. Whatever the answer, a sharded replica must filter what it
+// receives as well (docs/sharding.md): during a rolling upgrade of a highly
+// available control plane, one API server can filter and the next not.
 func ServerFilters(ctx context.Context, list ListFunc) (bool, error) {
-	opts := metav1.ListOptions{Limit: 1, ShardSelector: Slots(1).Selector([]int{0}).String()}
+	all, err := Slots(1).Selector([]int{0})
+	if err != nil {
+		return false, err
+	}
+	opts := metav1.ListOptions{Limit: 1, ShardSelector: all.String()}
 	obj, err := list(ctx, opts)
 	if err != nil {
 		return false, fmt.Errorf("probing for server-side sharding: %w", err)

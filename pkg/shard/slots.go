@@ -1,13 +1,14 @@
-// Package shard splits the namespaces of a cluster among the replicas of
-// foo-controller (opt-in; one leader doing everything stays the default).
+// Package shard is the groundwork for splitting the namespaces of a
+// cluster among replicas of foo-controller (issue 14, in progress; one
+// leader doing everything stays the default).
 //
 // The unit of work is a slot: a fixed range of the 64-bit FNV-1a hash of
 // an object's namespace, the hash the API server itself computes for a
 // shard selector (KEP-5866, ShardedListAndWatch). A namespace, and so a Foo
 // and every Deployment it could own or collide with, falls in exactly one
-// slot; a replica that holds a slot's Lease lists and watches only that
-// slot's objects and is the only one that writes to them. See
-// docs/sharding.md.
+// slot. The design (docs/sharding.md): a replica holding a slot's Lease
+// lists and watches only that slot's objects and is the only one that
+// writes to them.
 package shard
 
 import (
@@ -27,12 +28,16 @@ import (
 const Key = "object.metadata.namespace"
 
 // Slots is a division of the hash space into n equal ranges, slot i
-// covering [Start(i), End(i)).
+// covering [Start(i), Start(i+1)), the last one up to 2^64.
 type Slots int
 
 // Start is slot i's first hash: ceil(i * 2^64 / n), so that Of, which
-// computes floor(h * n / 2^64), agrees with the ranges exactly.
+// computes floor(h * n / 2^64), agrees with the ranges exactly. It panics
+// unless 0 <= i < n.
 func (n Slots) Start(i int) uint64 {
+	if i < 0 || i >= int(n) {
+		panic(fmt.Sprintf("shard: slot %d of %d", i, int(n)))
+	}
 	q, r := bits.Div64(uint64(i), 0, uint64(n))
 	if r != 0 {
 		q++
@@ -50,16 +55,26 @@ func (n Slots) bound(i int) string {
 }
 
 // Of returns the slot of a namespace.
-func (n Slots) Of(namespace string) int {
-	hi, _ := bits.Mul64(hash(namespace), uint64(n))
+func (n Slots) Of(namespace string) int { return n.ofHash(hash(namespace)) }
+
+func (n Slots) ofHash(h uint64) int {
+	hi, _ := bits.Mul64(h, uint64(n))
 	return int(hi)
 }
 
 // Selector returns the shard selector (metav1.ListOptions.ShardSelector)
 // for the given slots, adjacent slots merged into one range: the API server
-// then sends only their objects. No slots: the empty selector, which the
-// API server reads as everything, so callers must not list with it.
-func (n Slots) Selector(slots []int) sharding.Selector {
+// then sends only their objects. No slots is an error: the empty selector
+// would mean everything to the API server.
+func (n Slots) Selector(slots []int) (sharding.Selector, error) {
+	if len(slots) == 0 {
+		return nil, fmt.Errorf("shard: a selector for no slots would select everything")
+	}
+	for _, i := range slots {
+		if i < 0 || i >= int(n) {
+			return nil, fmt.Errorf("shard: slot %d of %d", i, int(n))
+		}
+	}
 	s := slices.Clone(slots)
 	slices.Sort(s)
 	s = slices.Compact(s)
@@ -72,7 +87,7 @@ func (n Slots) Selector(slots []int) sharding.Selector {
 		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: n.bound(s[i]), End: n.bound(s[j] + 1)})
 		i = j + 1
 	}
-	return sharding.NewSelector(reqs...)
+	return sharding.NewSelector(reqs...), nil
 }
 
 // hash is the API server's (sharding.HashField): 64-bit FNV-1a over the

@@ -8,12 +8,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
 )
+
+func mustSelector(t *testing.T, n Slots, slots ...int) sharding.Selector {
+	t.Helper()
+	s, err := n.Selector(slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // TestOfAgreesWithTheAPIServer: the slot Of gives a namespace is the one
 // whose selector the API server's own matcher (apimachinery's sharding
-// package, which kube-apiserver runs) lets its objects through, for every
-// slot count and for namespaces at random.
+// package, which kube-apiserver runs) lets its objects through, for
+// namespaces at random and slot counts that do and do not divide 2^64.
 func TestOfAgreesWithTheAPIServer(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []Slots{1, 2, 3, 7, 16, 100, 256} {
@@ -24,38 +34,73 @@ func TestOfAgreesWithTheAPIServer(t *testing.T) {
 				t.Fatalf("%d slots: Of(%q) = %d", n, ns, got)
 			}
 			for i := range int(n) {
-				match, err := n.Selector([]int{i}).Matches(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns}})
+				sel := mustSelector(t, n, i)
+				match, err := sel.Matches(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if match != (i == got) {
-					t.Fatalf("%d slots: namespace %q: Of says %d, slot %d's selector (%s) matches: %v",
-						n, ns, got, i, n.Selector([]int{i}), match)
+					t.Fatalf("%d slots: namespace %q: Of says %d, slot %d's selector (%s) matches: %v", n, ns, got, i, sel, match)
 				}
 			}
 		}
 	}
 }
 
-// TestSlotsCoverTheHashSpace: the ranges start at 0, end at 2^64, and each
-// starts where the one before ends.
+// TestOfAtTheBoundaries: at every slot boundary, for every slot count from
+// 1 to 256, the last hash before a slot's start belongs to the slot before
+// and the start to the slot itself, by Of and by the API server's
+// comparison (sharding.HexLess) of the selector's bounds. Random
+// namespaces never land there: this is where floor instead of ceil would
+// show.
+func TestOfAtTheBoundaries(t *testing.T) {
+	for n := Slots(1); n <= 256; n++ {
+		for i := 1; i < int(n); i++ {
+			start := n.Start(i)
+			if got := n.ofHash(start); got != i {
+				t.Fatalf("%d slots: hash %#x, slot %d's start, is in slot %d by Of", n, start, i, got)
+			}
+			if got := n.ofHash(start - 1); got != i-1 {
+				t.Fatalf("%d slots: hash %#x, just before slot %d, is in slot %d by Of", n, start-1, i, got)
+			}
+			req := mustSelector(t, n, i).Requirements()[0]
+			in := func(h uint64) bool {
+				x := fmt.Sprintf("0x%016x", h)
+				return !sharding.HexLess(x, req.Start) && sharding.HexLess(x, req.End)
+			}
+			if !in(start) || in(start-1) {
+				t.Fatalf("%d slots: slot %d's selector [%s, %s) holds %#x: %v, %#x: %v", n, i, req.Start, req.End, start, in(start), start-1, in(start-1))
+			}
+		}
+	}
+}
+
+// TestSlotsCoverTheHashSpace: slot 0 starts at 0, each slot starts after
+// the one before, the last range ends at 2^64, and all slots together are
+// one range over the whole space.
 func TestSlotsCoverTheHashSpace(t *testing.T) {
-	for _, n := range []Slots{1, 3, 16, 255, 256} {
+	for n := Slots(1); n <= 256; n++ {
 		if n.Start(0) != 0 {
 			t.Errorf("%d slots start at %#x", n, n.Start(0))
-		}
-		all := n.Selector(seq(int(n))).Requirements()
-		if len(all) != 1 || all[0].Start != "0x0000000000000000" || all[0].End != "0x10000000000000000" {
-			t.Errorf("%d slots together: %v, want one range over the whole space", n, all)
 		}
 		for i := 1; i < int(n); i++ {
 			if n.Start(i) <= n.Start(i-1) {
 				t.Errorf("%d slots: slot %d starts at %#x, not after slot %d's %#x", n, i, n.Start(i), i-1, n.Start(i-1))
 			}
 		}
+		if last := mustSelector(t, n, int(n)-1).Requirements()[0]; last.End != "0x10000000000000000" {
+			t.Errorf("%d slots: the last ends at %s", n, last.End)
+		}
+		all := mustSelector(t, n, seq(int(n))...).Requirements()
+		if len(all) != 1 || all[0].Start != "0x0000000000000000" || all[0].End != "0x10000000000000000" {
+			t.Errorf("%d slots together: %v, want one range over the whole space", n, all)
+		}
 	}
 	if got := Slots(4).Start(1); got != math.MaxUint64/4+1 {
 		t.Errorf("4 slots: slot 1 starts at %#x", got)
+	}
+	if got := Slots(3).Start(1); got != math.MaxUint64/3+1 {
+		t.Errorf("3 slots: slot 1 starts at %#x, want ceil(2^64/3)", got)
 	}
 }
 
@@ -69,10 +114,14 @@ func TestSelector(t *testing.T) {
 		{[]int{2, 1}, "shardRange(object.metadata.namespace, '0x4000000000000000', '0xc000000000000000')"},
 		{[]int{0, 3, 0}, "shardRange(object.metadata.namespace, '0x0000000000000000', '0x4000000000000000') || " +
 			"shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')"},
-		{nil, ""},
 	} {
-		if got := Slots(4).Selector(tc.slots).String(); got != tc.want {
+		if got := mustSelector(t, 4, tc.slots...).String(); got != tc.want {
 			t.Errorf("Selector(%v) = %q, want %q", tc.slots, got, tc.want)
+		}
+	}
+	for _, bad := range [][]int{nil, {}, {4}, {-1}, {0, 9}} {
+		if s, err := Slots(4).Selector(bad); err == nil {
+			t.Errorf("Selector(%v) = %q, want an error", bad, s)
 		}
 	}
 }
