@@ -272,9 +272,9 @@ wait_for etcd "port $ETCD_PORT" port_in_use "$ETCD_PORT"
 #   Endpoints validation rejects (loopback isn't allowed) - nothing in this
 #   setup reaches the apiserver through that Service anyway.
 # --feature-gates=ShardedListAndWatch=true: server-side sharded lists and
-#   watches (alpha in 1.36, KEP-5866), for foo-controller's -shard-slots
-#   mode (docs/sharding.md); FOO_APISERVER_FEATURE_GATES overrides it, e.g.
-#   with =false to try the client-side fallback.
+#   watches (alpha in 1.36, KEP-5866), for foo-controller's sharded
+#   mode, being built (docs/sharding.md); FOO_APISERVER_FEATURE_GATES
+#   overrides it (=false: the API server ignores shard selectors).
 start kube-apiserver \
   --feature-gates="$APISERVER_FEATURE_GATES" \
   --bind-address=127.0.0.1 \
