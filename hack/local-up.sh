@@ -46,7 +46,7 @@ KWOK_NODES="${FOO_KWOK_NODES:-3}"
 KCM_CONTROLLERS="${FOO_KCM_CONTROLLERS:-deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller}"
 APISERVER_FEATURE_GATES="${FOO_APISERVER_FEATURE_GATES:-ShardedListAndWatch=true}"
 # What a running control plane must have been started with to be reused.
-SETTINGS="kcm-controllers=$KCM_CONTROLLERS apiserver-feature-gates=$APISERVER_FEATURE_GATES"
+SETTINGS="kcm-controllers=$KCM_CONTROLLERS apiserver-feature-gates=$APISERVER_FEATURE_GATES kube-api-qps=$KUBE_API_QPS kube-api-burst=$KUBE_API_BURST"
 TIMEOUT="${FOO_LOCAL_TIMEOUT:-120}"
 
 # Components in start order; local-down.sh stops them in reverse.
@@ -105,6 +105,7 @@ if ((${#running[@]} > 0)); then
     [[ "$(cat "$STATE_DIR/settings" 2>/dev/null)" == "$SETTINGS" ]] ||
       die "a control plane is running from $STATE_DIR with other settings ($(cat "$STATE_DIR/settings" 2>/dev/null || echo unknown)) than asked ($SETTINGS); run hack/local-down.sh first"
     log "a local control plane is already running from $STATE_DIR; reusing it"
+    echo "# reused: a control plane that was already running"
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
     exit 0
   fi

@@ -191,12 +191,16 @@ func run(ctx context.Context, o options) (err error) {
 		if kubeconfig == "" {
 			return fmt.Errorf("hack/local-up.sh printed no KUBECONFIG: %q", out)
 		}
-		defer func() {
-			progress("stopping the local control plane (hack/local-down.sh)")
-			down := exec.Command("hack/local-down.sh")
-			down.Stdout, down.Stderr = os.Stderr, os.Stderr
-			err = errors.Join(err, down.Run())
-		}()
+		if strings.Contains(string(out), "# reused:") {
+			progress("the local control plane was already running: the bench leaves it running")
+		} else {
+			defer func() {
+				progress("stopping the local control plane (hack/local-down.sh)")
+				down := exec.Command("hack/local-down.sh")
+				down.Stdout, down.Stderr = os.Stderr, os.Stderr
+				err = errors.Join(err, down.Run())
+			}()
+		}
 	} else {
 		progress("using KUBECONFIG=%s (its control plane's client QPS is whatever it was started with)", kubeconfig)
 	}
@@ -337,6 +341,19 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 			spaces = append(spaces, fmt.Sprintf("bench-%s-%d", suffix, i))
 		}
 	}
+	if err := checkClean(ctx, c); err != nil {
+		return nil, nil, err
+	}
+	// Whatever ends this run early (a signal, a timeout, the controller
+	// dying), its Foos must not stay behind: the next run's controller
+	// would hold and sync them too, and its figures be for more than N.
+	cleaned := false
+	defer func() {
+		if !cleaned {
+			progress("deleting the run's namespaces")
+			_ = deleteNamespaces(context.WithoutCancel(ctx), c, spaces, o.timeout)
+		}
+	}()
 	for _, ns := range spaces {
 		if err := newNamespace(ctx, c, ns); err != nil {
 			return nil, nil, err
@@ -363,7 +380,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if o.cpuProfile && r == 0 {
 		cpuPath = fmt.Sprintf("_output/cpu-%d.pb.gz", n)
 	}
-	idl, err := idle(ctrl, o.idle, cpuPath)
+	idl, err := idle(ctx, ctrl, o.idle, cpuPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -387,6 +404,11 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		return nil, nil, err
 	}
 	merge(all, ed)
+	// The edit's tail (its status writes, paced) must be over before the
+	// restart, or "restart: writes" would count it.
+	if _, err := ctrl.settle(3*time.Second, time.Minute); err != nil {
+		return nil, nil, err
+	}
 	listed := spaces[0]
 	if len(spaces) > 1 {
 		listed = metav1.NamespaceAll
@@ -419,6 +441,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
+	cleaned = true
 	if err := deleteNamespaces(ctx, c, spaces, o.timeout); err != nil {
 		return nil, nil, err
 	}
@@ -554,7 +577,8 @@ func printTable(w io.Writer, rep report) {
 	}
 	var per []string
 	for k := range m {
-		if strings.HasPrefix(k, "converge_") || (strings.HasPrefix(k, "idle_") && strings.Count(k, "_") == 3) {
+		if strings.HasPrefix(k, "converge_") || (strings.HasPrefix(k, "idle_") && strings.Count(k, "_") == 3 &&
+			k != "idle_requests_per_min" && k != "idle_writes_per_min") {
 			per = append(per, k)
 		}
 	}

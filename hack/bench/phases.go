@@ -87,6 +87,33 @@ func newNamespace(ctx context.Context, c clients, name string) error {
 	})
 }
 
+// checkClean refuses to start when a bench's namespaces are still there
+// (an interrupted run), and says how many other Foos the controller will
+// hold and sync besides the run's.
+func checkClean(ctx context.Context, c clients) error {
+	nss, err := c.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "bench-") {
+			left = append(left, ns.Name)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%d namespace(s) from an earlier bench are still there (%s, ...): their Foos would be counted in this run; delete them, or start from a clean control plane (hack/local-down.sh --clean)", len(left), left[0])
+	}
+	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if n := len(foos.Items); n > 0 {
+		progress("note: %d Foo(s) outside the bench exist (%s/%s, ...); the controller holds and resyncs them too", n, foos.Items[0].Namespace, foos.Items[0].Name)
+	}
+	return nil
+}
+
 // deleteNamespaces deletes them and waits until they are gone, so that
 // their garbage collection does not load the next phase.
 func deleteNamespaces(ctx context.Context, c clients, names []string, timeout time.Duration) error {
@@ -274,6 +301,9 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 		if err := ctrl.alive(); err != nil {
 			return nil, nil, err
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("converge: interrupted: %w", err)
+		}
 		if time.Now().After(deadline) {
 			return nil, nil, fmt.Errorf("converge: only %d/%d Foos %s after %v", ready.len(), n, doneName, timeout)
 		}
@@ -383,7 +413,7 @@ func secondsSince(t0 time.Time, m map[string]time.Time) []float64 {
 // idle measures the controller's requests over window with nothing
 // changing. With cpuPath set, the controller's CPU profile over the window
 // is saved there.
-func idle(ctrl *controllerProc, window time.Duration, cpuPath string) (figures, error) {
+func idle(ctx context.Context, ctrl *controllerProc, window time.Duration, cpuPath string) (figures, error) {
 	before, err := ctrl.scrape()
 	if err != nil {
 		return nil, err
@@ -404,7 +434,11 @@ func idle(ctrl *controllerProc, window time.Duration, cpuPath string) (figures, 
 		if err := ctrl.alive(); err != nil {
 			return nil, err
 		}
-		time.Sleep(min(progressGap*2, window-time.Since(start)))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("idle: interrupted: %w", ctx.Err())
+		case <-time.After(min(progressGap*2, window-time.Since(start))):
+		}
 		progress("idle: %3.0fs/%.0fs", time.Since(start).Seconds(), window.Seconds())
 	}
 	after, err := ctrl.scrape()

@@ -95,6 +95,9 @@ func (c *controllerProc) alive() error {
 	select {
 	case err := <-c.exited:
 		c.exited <- err
+		if err == nil {
+			return errors.New("controller exited (status 0: a signal?) (see its log)")
+		}
 		return fmt.Errorf("controller exited: %w (see its log)", err)
 	default:
 		return nil
