@@ -22,11 +22,12 @@
 #   FOO_KWOK_NODES=3                               number of fake nodes
 #   FOO_APISERVER_FEATURE_GATES=ShardedListAndWatch=true
 #                                                  kube-apiserver's --feature-gates
-#   FOO_KCM_CONTROLLERS                            kube-controller-manager's
-#                                                  --controllers (default: the
-#                                                  list below); the bench drops
-#                                                  the Deployment controller
-#                                                  with -deployment-controller=false
+#   FOO_KCM_WITHOUT                                controllers to leave out of
+#                                                  kube-controller-manager's list
+#                                                  (below), comma-separated; the
+#                                                  bench's -deployment-controller=false
+#                                                  leaves out deployment-controller,
+#                                                  replicaset-controller
 #   FOO_LOCAL_TIMEOUT=120                          seconds to wait per step
 #   FOO_LOCAL_KEEP_ON_FAILURE=1                    on failure, leave the started
 #                                                  components running (to debug)
@@ -43,7 +44,12 @@ SCHEDULER_PORT="${FOO_SCHEDULER_PORT:-10259}"
 KUBE_API_QPS="${FOO_KUBE_API_QPS:-200}"
 KUBE_API_BURST="${FOO_KUBE_API_BURST:-400}"
 KWOK_NODES="${FOO_KWOK_NODES:-3}"
-KCM_CONTROLLERS="${FOO_KCM_CONTROLLERS:-deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller}"
+KCM_CONTROLLERS=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller
+FOO_KCM_WITHOUT="${FOO_KCM_WITHOUT:-}"
+for c in ${FOO_KCM_WITHOUT//,/ }; do
+  [[ ",$KCM_CONTROLLERS," == *",$c,"* ]] || { printf 'local-up: FOO_KCM_WITHOUT names %s, which is not in the list\n' "$c" >&2; exit 1; }
+  KCM_CONTROLLERS=$(printf '%s' ",$KCM_CONTROLLERS," | sed "s/,$c,/,/; s/^,//; s/,\$//")
+done
 APISERVER_FEATURE_GATES="${FOO_APISERVER_FEATURE_GATES:-ShardedListAndWatch=true}"
 # What a running control plane must have been started with to be reused.
 SETTINGS="kcm-controllers=$KCM_CONTROLLERS apiserver-feature-gates=$APISERVER_FEATURE_GATES kube-api-qps=$KUBE_API_QPS kube-api-burst=$KUBE_API_BURST"
