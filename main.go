@@ -579,11 +579,11 @@ func apiAway(ctx context.Context, cfg *rest.Config, err error) bool {
 func apiReady(ctx context.Context, cfg *rest.Config) bool {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = 5 * time.Second
-	kc, err := kubernetes.NewForConfig(c)
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
 	if err != nil {
 		return false
 	}
-	return kc.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil
+	return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil
 }
 
 var errNotServed = errors.New("not served")

@@ -579,9 +579,12 @@ func printTable(w io.Writer, rep report) {
 	}
 	var per []string
 	for k := range m {
-		if strings.HasPrefix(k, "converge_") || (strings.HasPrefix(k, "idle_") && strings.Count(k, "_") == 3 &&
-			k != "idle_requests_per_min" && k != "idle_writes_per_min") {
-			per = append(per, k)
+		// Per-method figures are named after the HTTP method, in capitals:
+		// converge_PATCH_per_foo, idle_GET_per_min.
+		for _, phase := range []string{"converge_", "idle_"} {
+			if rest, ok := strings.CutPrefix(k, phase); ok && rest != strings.ToLower(rest) {
+				per = append(per, k)
+			}
 		}
 	}
 	slices.Sort(per)

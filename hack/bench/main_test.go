@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,6 +22,27 @@ func TestResyncPeriod(t *testing.T) {
 	} {
 		if got := resyncPeriod(tc.args); got != tc.want {
 			t.Errorf("resyncPeriod(%q) = %v, want %v", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestByMethodListsMethodsOnly: the table's "by method" part lists the
+// per-method figures, not the idle totals that share their prefix.
+func TestByMethodListsMethodsOnly(t *testing.T) {
+	var b strings.Builder
+	printTable(&b, report{N: 1, Median: figures{
+		"converge_PATCH_per_foo": 2, "idle_GET_per_min": 0.2,
+		"idle_requests_per_min": 0.2, "idle_writes_per_min": 0, "idle_cpu_pct": 0.4,
+	}})
+	_, byMethod, _ := strings.Cut(b.String(), "by method:")
+	for _, want := range []string{"converge_PATCH_per_foo", "idle_GET_per_min"} {
+		if !strings.Contains(byMethod, want) {
+			t.Errorf("by method lacks %s:\n%s", want, byMethod)
+		}
+	}
+	for _, not := range []string{"idle_requests_per_min", "idle_writes_per_min", "idle_cpu_pct"} {
+		if strings.Contains(byMethod, not) {
+			t.Errorf("by method lists %s:\n%s", not, byMethod)
 		}
 	}
 }
