@@ -45,8 +45,8 @@ type Fence struct {
 // NewFence returns a Fence for c's timings, closed until the first renewal.
 func NewFence(c Config) *Fence { return &Fence{validFor: c.RenewDeadline, now: time.Now} }
 
-// renewed records a successful write of the Lease naming us, sent at sentAt.
-func (f *Fence) renewed(sentAt time.Time) {
+// Renewed records a successful write of the Lease naming us, sent at sentAt.
+func (f *Fence) Renewed(sentAt time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.led = true
@@ -55,15 +55,15 @@ func (f *Fence) renewed(sentAt time.Time) {
 	}
 }
 
-// close shuts the Fence for good.
-func (f *Fence) close() {
+// Close shuts the Fence for good.
+func (f *Fence) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
 }
 
-// check returns why a write may not be sent now, or nil.
-func (f *Fence) check() error {
+// Check returns why a write may not be sent now, or nil.
+func (f *Fence) Check() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.checkLocked()
@@ -104,7 +104,7 @@ type fencedTransport struct {
 
 func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isWrite(req.Method) && !strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
-		if err := t.fence.check(); err != nil {
+		if err := t.fence.Check(); err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close() // RoundTrip must close it, even on error
 			}

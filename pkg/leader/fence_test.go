@@ -51,10 +51,10 @@ func TestFence(t *testing.T) {
 			f := NewFence(Config{RenewDeadline: 4 * time.Second})
 			f.now = func() time.Time { return start.Add(tc.at) }
 			for _, r := range tc.renewed {
-				f.renewed(start.Add(r))
+				f.Renewed(start.Add(r))
 			}
 			if tc.closed {
-				f.close()
+				f.Close()
 			}
 			next := &recordingTransport{}
 			req, err := http.NewRequest(tc.method, "https://apiserver"+tc.path, strings.NewReader("{}"))
@@ -101,7 +101,7 @@ func TestFenceDial(t *testing.T) {
 	if err := write(); err != nil {
 		t.Errorf("a standby's connection (its informers) must not be guarded: %v", err)
 	}
-	f.renewed(start)
+	f.Renewed(start)
 	now = start.Add(time.Second)
 	if err := write(); err != nil {
 		t.Errorf("refused while leading: %v", err)
@@ -112,7 +112,7 @@ func TestFenceDial(t *testing.T) {
 	if err := write(); err == nil || !strings.Contains(err.Error(), "not leading") {
 		t.Errorf("got %v, want the write refused", err)
 	}
-	f.renewed(now) // even if leading again, that connection is done
+	f.Renewed(now) // even if leading again, that connection is done
 	if err := write(); err == nil || strings.Contains(err.Error(), "not leading") {
 		t.Errorf("got %v, want the connection closed by the refused write", err)
 	}

@@ -146,7 +146,7 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			lock.lost.Store(true)
 			workMu.Lock()
 			if c.Fence != nil {
-				c.Fence.close()
+				c.Fence.Close()
 			}
 			cancelWork(ErrLost)
 			workMu.Unlock()
@@ -368,7 +368,7 @@ func (l *watchedLock) write(rec resourcelock.LeaderElectionRecord, send func() e
 	ours := rec.HolderIdentity == l.Identity()
 	l.held.Store(ours)
 	if ours && l.fence != nil {
-		l.fence.renewed(sentAt)
+		l.fence.Renewed(sentAt)
 	}
 	return nil
 }

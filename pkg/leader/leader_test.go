@@ -134,7 +134,7 @@ func TestLeaseTakenByAnotherHolderCancelsWorkAtOnce(t *testing.T) {
 				return nil
 			})
 			workCtx := waitFor(t, started, "a to lead")
-			if err := c.Fence.check(); err != nil {
+			if err := c.Fence.Check(); err != nil {
 				t.Fatalf("the fence refuses writes while a leads: %v", err)
 			}
 
@@ -159,7 +159,7 @@ func TestLeaseTakenByAnotherHolderCancelsWorkAtOnce(t *testing.T) {
 				t.Errorf("work's context ended with %v, want ErrLost", cause)
 			}
 			waitFor(t, lost, "OnLost")
-			if err := c.Fence.check(); !errors.Is(err, ErrLost) {
+			if err := c.Fence.Check(); !errors.Is(err, ErrLost) {
 				t.Errorf("the fence lets writes through after the loss: %v", err)
 			}
 			// Well before the renew deadline (2s): at the first renewal that

@@ -1,0 +1,220 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"example.com/foo-controller/pkg/leader"
+	"example.com/foo-controller/pkg/shard"
+)
+
+// slotLog records, for each slot, when each member's Work ran on it, and
+// checks the one rule that matters: a member works on a slot (and may
+// write to its namespaces) only while no other member does.
+type slotLog struct {
+	mu       sync.Mutex
+	open     map[int]string       // slot → member working on it
+	started  map[string]time.Time // "member/slot" → when its Work last started
+	problems []string
+}
+
+func (l *slotLog) work(id string) shard.Work {
+	return func(ctx context.Context, slot int) error {
+		l.mu.Lock()
+		if other, ok := l.open[slot]; ok {
+			l.problems = append(l.problems, fmt.Sprintf("%s started on slot %d while %s still worked on it", id, slot, other))
+		}
+		l.open[slot] = id
+		l.started[fmt.Sprintf("%s/%d", id, slot)] = time.Now()
+		l.mu.Unlock()
+		<-ctx.Done()
+		l.mu.Lock()
+		if l.open[slot] == id {
+			delete(l.open, slot)
+		}
+		l.mu.Unlock()
+		return nil
+	}
+}
+
+// TestShardMembersShareSlots: members of a group, on the real API server,
+// divide the slots fairly; a member that joins gets its share handed over
+// without two members ever working on one slot; a member that stops
+// gracefully hands its slots over at once, not after its Lease expires; a
+// member cut off from the API server stops writing before another takes
+// its slots, and its Lease is cleaned up.
+func TestShardMembersShareSlots(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	const slots = shard.Slots(8)
+	base := shard.Config{
+		Group: "shard-test", Namespace: s.ns, Slots: slots,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+	}
+	// A namespace name in each slot, to ask the fences about.
+	nsOf := map[int]string{}
+	for i := 0; len(nsOf) < int(slots); i++ {
+		name := fmt.Sprintf("tenant-%d", i)
+		if _, ok := nsOf[slots.Of(name)]; !ok {
+			nsOf[slots.Of(name)] = name
+		}
+	}
+	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+
+	type running struct {
+		m    *shard.Member
+		stop context.CancelFunc
+		done chan error
+	}
+	start := func(id string, cfg *rest.Config) *running {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := base
+		c.Identity = id
+		m, err := shard.NewMember(client, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(s.ctx)
+		r := &running{m: m, stop: stop, done: make(chan error, 1)}
+		go func() { r.done <- m.Run(ctx, log.work(id)) }()
+		t.Cleanup(func() {
+			stop()
+			select {
+			case <-r.done:
+			case <-time.After(10 * time.Second):
+				t.Errorf("member %s did not stop", id)
+			}
+		})
+		return r
+	}
+	holding := func(want map[*running]int) func() (bool, string) {
+		return func() (bool, string) {
+			var state []string
+			ok := true
+			union := map[int]int{}
+			for r, n := range want {
+				h := r.m.Held()
+				state = append(state, fmt.Sprint(h))
+				if len(h) != n {
+					ok = false
+				}
+				for _, slot := range h {
+					union[slot]++
+				}
+			}
+			for slot, n := range union {
+				if n > 1 {
+					t.Errorf("slot %d held by %d members at once", slot, n)
+				}
+			}
+			return ok && len(union) == int(slots), strings.Join(state, " ")
+		}
+	}
+
+	a := start("member-a", s.cl.admin)
+	s.eventually(20*time.Second, "a alone to hold every slot", holding(map[*running]int{a: 8}))
+
+	joined := time.Now()
+	b := start("member-b", s.cl.admin)
+	s.eventually(20*time.Second, "a and b to hold 4 slots each", holding(map[*running]int{a: 4, b: 4}))
+	t.Logf("b joined: slots shared 4/4 after %v", time.Since(joined).Round(time.Millisecond))
+
+	// A graceful stop releases at once: a holds everything well before
+	// b's Lease could have expired.
+	left := time.Now()
+	b.stop()
+	if err := <-b.done; err != nil {
+		t.Fatalf("b's graceful stop: %v", err)
+	}
+	b.done <- nil // for the cleanup
+	s.eventually(base.LeaseDuration, "a to take b's slots back, before b's Lease could expire", holding(map[*running]int{a: 8}))
+	t.Logf("b left: a held all 8 slots after %v", time.Since(left).Round(time.Millisecond))
+	if _, err := s.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, "shard-test-member-member-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b's member Lease after a graceful stop: %v, want it deleted", err)
+	}
+
+	// c reaches the API server through a proxy, which then stops
+	// forwarding: a partitioned or frozen replica.
+	p := proxyToAPIServer(t, s.cl, 0)
+	cCfg := rest.CopyConfig(s.cl.admin)
+	u, _ := url.Parse(cCfg.Host)
+	u.Host = p.addr
+	cCfg.Host = u.String()
+	cCfg.Timeout = time.Second
+	c := start("member-c", cCfg)
+	s.eventually(20*time.Second, "a and c to hold 4 slots each", holding(map[*running]int{a: 4, c: 4}))
+	cSlots := c.m.Held()
+	for _, slot := range cSlots {
+		if err := c.m.Check(nsOf[slot]); err != nil {
+			t.Fatalf("c may not write to its own slot %d: %v", slot, err)
+		}
+		if err := a.m.Check(nsOf[slot]); err == nil {
+			t.Fatalf("a may write to c's slot %d", slot)
+		}
+	}
+	cut := time.Now()
+	p.setHeld(true)
+	var fenced time.Time
+	s.eventually(base.LeaseDuration, "c to stop writing", func() (bool, string) {
+		err := c.m.Check(nsOf[cSlots[0]])
+		if err != nil {
+			fenced = time.Now()
+		}
+		return err != nil, fmt.Sprint(err)
+	})
+	s.eventually(4*base.LeaseDuration, "a to take c's slots", holding(map[*running]int{a: 8}))
+	log.mu.Lock()
+	for _, slot := range cSlots {
+		took := log.started[fmt.Sprintf("member-a/%d", slot)]
+		if !took.After(fenced) {
+			t.Errorf("a took slot %d at %v, before c stopped writing at %v", slot, took.Sub(cut), fenced.Sub(cut))
+		}
+		if took.Sub(cut) < base.LeaseDuration-base.RetryPeriod {
+			t.Errorf("a took slot %d %v after c was cut off, before c's Lease could expire (%v)", slot, took.Sub(cut), base.LeaseDuration)
+		}
+	}
+	log.mu.Unlock()
+	t.Logf("c cut off: it stopped writing after %v; a took its slots after %v", fenced.Sub(cut).Round(time.Millisecond), time.Since(cut).Round(time.Millisecond))
+	select {
+	case err := <-c.done:
+		if !errors.Is(err, leader.ErrLost) {
+			t.Errorf("c's Run returned %v, want leader.ErrLost", err)
+		}
+		c.done <- err
+	case <-time.After(10 * time.Second):
+		t.Errorf("c's Run did not return after it lost its Lease")
+	}
+	// c's Lease is left behind, as by a killed process; a deletes it once
+	// it has not changed for twice its duration.
+	s.eventually(4*base.LeaseDuration, "a to delete c's stale member Lease", func() (bool, string) {
+		_, err := s.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, "shard-test-member-member-c", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	p.setHeld(false)
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, problem := range log.problems {
+		t.Error(problem)
+	}
+	if held := a.m.Held(); !slices.Equal(held, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("a holds %v at the end", held)
+	}
+}

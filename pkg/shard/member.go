@@ -1,0 +1,574 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"example.com/foo-controller/pkg/leader"
+)
+
+// Labels on the Leases of a group: which group, and whether a Lease is a
+// member's or a slot's (and which slot).
+const (
+	GroupLabel = "shard.samplecontroller.example.com/group"
+	SlotLabel  = "shard.samplecontroller.example.com/slot"
+	RoleLabel  = "shard.samplecontroller.example.com/role"
+)
+
+// Config configures a Member. The timings follow the leader election's
+// rule (leader.Config.Validate): a member stops writing RenewDeadline after
+// its last renewal, before any other may take its slots, LeaseDuration
+// after that renewal as the other observed it.
+type Config struct {
+	// Group names the Leases: "<Group>-member-<identity>" for each member
+	// and "<Group>-slot-<i>" for each slot. Replicas that share the work
+	// must use the same Group, Namespace and Slots.
+	Group     string
+	Namespace string
+	Slots     Slots
+	Identity  string
+
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Validate checks the configuration, the timing rule included.
+func (c Config) Validate() error {
+	if err := c.Slots.Validate(); err != nil {
+		return err
+	}
+	if c.Group == "" || c.Namespace == "" || c.Identity == "" {
+		return errors.New("shard: group, namespace and identity must be set")
+	}
+	return leader.Config{LeaseName: c.Group, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.Validate()
+}
+
+// Work is what a member runs for each slot it holds. Its context is
+// cancelled when the slot must go (rebalanced to another member, or a
+// graceful stop); the slot's Lease is released only after Work has
+// returned, and the member's writes for the slot's namespaces are refused
+// from that moment (see WrapTransport). An error returned while the
+// context is still live ends the member: Run returns it.
+type Work func(ctx context.Context, slot int) error
+
+// Member takes part in sharing the slots of a group among replicas, each
+// slot held by at most one member at a time through its Lease.
+//
+// Liveness is per member, not per slot: a member renews one Lease of its
+// own, and a slot's Lease names the member holding it. So renewals cost
+// one write per member per RetryPeriod, whatever the number of slots, and
+// a member that stops renewing loses all its slots together, which is
+// right: it is the process that failed, not a slot. Another member takes
+// a slot once the holder's member Lease has not changed for LeaseDuration
+// by its own clock, or at once when the holder released it.
+type Member struct {
+	cfg    Config
+	client kubernetes.Interface
+	fence  *leader.Fence // the member's own renewals; shut for good when lost
+
+	mu      sync.Mutex
+	writing map[int]bool // slots whose namespaces may be written to
+}
+
+// NewMember returns a member; client must not be fenced (it renews).
+func NewMember(client kubernetes.Interface, c Config) (*Member, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Member{
+		cfg:     c,
+		client:  client,
+		fence:   leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}),
+		writing: map[int]bool{},
+	}, nil
+}
+
+// Held returns the slots whose namespaces this member may write to now.
+func (m *Member) Held() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var s []int
+	for slot := range m.writing {
+		s = append(s, slot)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Check returns why a write to namespace may not be sent now, or nil: the
+// member must have renewed its Lease within RenewDeadline, and hold the
+// namespace's slot. A write outside any namespace needs only the first.
+func (m *Member) Check(namespace string) error {
+	if err := m.fence.Check(); err != nil {
+		return err
+	}
+	if namespace == "" {
+		return nil
+	}
+	slot := m.cfg.Slots.Of(namespace)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.writing[slot] {
+		return fmt.Errorf("write refused: namespace %q is in slot %d, which this replica does not hold", namespace, slot)
+	}
+	return nil
+}
+
+// WrapTransport is a rest.Config WrapTransport that refuses every write
+// the member may not send (see Check). Its Dial guard is the member's
+// (DialGuard): once the member stopped renewing, nothing is written on
+// the connections beneath at all.
+func (m *Member) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	return &memberTransport{m: m, next: m.fence.WrapTransport(rt)}
+}
+
+// Dial is the member's guard on connections (see leader.Fence.Dial).
+func (m *Member) Dial(dial func(ctx context.Context, network, address string) (net.Conn, error)) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return m.fence.Dial(dial)
+}
+
+type memberTransport struct {
+	m    *Member
+	next http.RoundTripper
+}
+
+// namespaced finds the namespace in a request path: /api/v1/namespaces/NS/…
+// and /apis/GROUP/VERSION/namespaces/NS/…; a write to a Namespace itself
+// (…/namespaces/NS with nothing after) is not a write in NS.
+var namespaced = regexp.MustCompile(`^/(?:api/[^/]+|apis/[^/]+/[^/]+)/namespaces/([^/]+)/`)
+
+func (t *memberTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions &&
+		!strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
+		var ns string
+		if s := namespaced.FindStringSubmatch(req.URL.Path); s != nil {
+			ns = s[1]
+		}
+		if err := t.m.Check(ns); err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, err
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+// Lease names. An identity is a host name and a random suffix joined by
+// "_" (leader.Identity), which a name may not hold.
+func (c Config) memberLease() string {
+	return c.Group + "-member-" + strings.ToLower(strings.ReplaceAll(c.Identity, "_", "-"))
+}
+
+func (c Config) slotLease(slot int) string { return fmt.Sprintf("%s-slot-%d", c.Group, slot) }
+
+// observed is what a member knows of another member's Lease: when, by its
+// own clock, it last saw the Lease change. Not the renewTime written in
+// it, which is the other's clock.
+type observed struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// view is the state of the group as one member sees it at one moment.
+type view struct {
+	members []string       // live members' identities, self among them
+	holders map[int]string // slot → live holder; absent: free
+	stale   []*coordinationv1.Lease
+}
+
+// observe computes the view from the group's Leases, updating seen (member
+// Lease name → last change observed). A member is live until LeaseDuration
+// has passed since its Lease last changed; a slot is free when its Lease
+// names no holder or a holder that is not live. Member Leases unchanged for
+// twice LeaseDuration are stale, left by a process that was killed.
+func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time) view {
+	v := view{holders: map[int]string{}}
+	live := map[string]bool{c.Identity: true}
+	names := map[string]bool{}
+	for _, l := range leases {
+		if l.Labels[RoleLabel] != "member" || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		names[l.Name] = true
+		o, ok := seen[l.Name]
+		if !ok || o.resourceVersion != l.ResourceVersion {
+			o = observed{resourceVersion: l.ResourceVersion, at: now}
+			seen[l.Name] = o
+		}
+		id := *l.Spec.HolderIdentity
+		switch age := now.Sub(o.at); {
+		case id == c.Identity:
+		case age < c.LeaseDuration:
+			live[id] = true
+		case age >= 2*c.LeaseDuration:
+			v.stale = append(v.stale, l)
+		}
+	}
+	for name := range seen {
+		if !names[name] {
+			delete(seen, name)
+		}
+	}
+	for id := range live {
+		v.members = append(v.members, id)
+	}
+	slices.Sort(v.members)
+	for _, l := range leases {
+		if l.Labels[RoleLabel] != "slot" {
+			continue
+		}
+		slot, err := strconv.Atoi(l.Labels[SlotLabel])
+		if err != nil || slot < 0 || slot >= int(c.Slots) || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		if h := *l.Spec.HolderIdentity; live[h] {
+			v.holders[slot] = h
+		}
+	}
+	return v
+}
+
+// free lists the slots no live member holds.
+func (v view) free(n Slots) []int {
+	var f []int
+	for i := range int(n) {
+		if _, held := v.holders[i]; !held {
+			f = append(f, i)
+		}
+	}
+	return f
+}
+
+// slotState is a slot this member holds, while its Work runs.
+type slotState struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Work returned and the slot was released
+	going  bool          // Work was asked to stop (Run's goroutine only)
+}
+
+// Run joins the group and runs work for each slot this member holds, until
+// ctx is cancelled or the member's Lease is lost.
+//
+// A graceful stop (ctx cancelled) stops every slot's Work, releases each
+// slot's Lease once its Work has returned, then deletes the member's own
+// Lease, so that the others take the slots at their next RetryPeriod; Run
+// returns nil. A lost member Lease (no renewal within RenewDeadline, or
+// another writer changed it) shuts every write at once, cancels the Works,
+// and Run returns leader.ErrLost without waiting for more than a moment:
+// the process must exit, as other members may be taking its slots.
+func (m *Member) Run(ctx context.Context, work Work) error {
+	c := m.cfg
+	logger := klog.FromContext(ctx).WithValues("group", c.Group, "identity", c.Identity)
+	ctx = klog.NewContext(ctx, logger)
+	leases := m.client.CoordinationV1().Leases(c.Namespace)
+
+	// The group's Leases, watched: one watch per member instead of a read of
+	// every Lease at every tick.
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(m.client, 0, kubeinformers.WithNamespace(c.Namespace),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{GroupLabel: c.Group}.String()
+		}))
+	lister := factory.Coordination().V1().Leases().Lister().Leases(c.Namespace)
+	informer := factory.Coordination().V1().Leases().Informer()
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		stopWatch()
+		factory.Shutdown()
+	}()
+	factory.Start(watchCtx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return ctx.Err()
+	}
+
+	self, err := m.join(ctx, leases)
+	if err != nil {
+		return err
+	}
+	logger.Info("Joined the shard group", "slots", int(c.Slots), "lease", klog.KObj(self))
+
+	var (
+		slots    = map[int]*slotState{}
+		finished = make(chan int, int(c.Slots))
+		workErrs = make(chan error, int(c.Slots))
+		seen     = map[string]observed{}
+		// The first tick comes one RetryPeriod after joining, so that
+		// members started together see each other before taking slots.
+		tick     = time.NewTicker(c.RetryPeriod)
+		stopping = ctx.Done()
+		apiCtx   = context.WithoutCancel(ctx) // renewals go on while slots stop
+	)
+	defer tick.Stop()
+	stopAll := func() {
+		for _, s := range slots {
+			s.going = true
+			s.cancel()
+		}
+	}
+	lost := func(err error) error {
+		m.lose()
+		stopAll()
+		m.waitBriefly(slots)
+		return err
+	}
+	for {
+		if stopping == nil && len(slots) == 0 {
+			m.leave(apiCtx, leases, self)
+			logger.Info("Left the shard group")
+			return nil
+		}
+		select {
+		case <-stopping:
+			// A graceful stop: every slot's Work returns and its slot is
+			// released while we go on renewing, then we leave.
+			stopping = nil
+			stopAll()
+			continue
+		case slot := <-finished:
+			delete(slots, slot)
+			continue
+		case err := <-workErrs:
+			return lost(err)
+		case <-tick.C:
+		}
+
+		// Renew first: nothing else counts if we cannot.
+		renewed, err := m.renew(apiCtx, leases, self)
+		if err != nil {
+			if m.fence.Check() != nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				logger.Info("Lost the member Lease; stopping all writes and exiting", "reason", err.Error())
+				return lost(leader.ErrLost)
+			}
+			logger.Info("Could not renew the member Lease; trying again", "err", err.Error())
+			continue
+		}
+		self = renewed
+		if stopping == nil {
+			continue
+		}
+
+		all, err := lister.List(labels.Everything())
+		if err != nil {
+			return lost(err)
+		}
+		v := observe(c, all, seen, time.Now())
+		for _, l := range v.stale {
+			// Left by a killed process; the precondition keeps us from
+			// deleting one that came back to life.
+			err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			if err == nil {
+				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
+			}
+		}
+		var keep []int
+		for slot, s := range slots {
+			if !s.going {
+				keep = append(keep, slot)
+			}
+		}
+		release, acquire := Rebalance(keep, v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
+		for _, slot := range release {
+			logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
+			slots[slot].going = true
+			slots[slot].cancel()
+		}
+		for _, slot := range acquire {
+			l, ok := m.acquire(ctx, leases, lister, slot)
+			if !ok {
+				continue
+			}
+			logger.Info("Took a slot", "slot", slot, "members", len(v.members))
+			slots[slot] = m.start(ctx, leases, l, work, finished, workErrs)
+		}
+	}
+}
+
+// start runs work for a slot just acquired: writes for it pass until work
+// returns, then its Lease is released.
+func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, work Work, finished chan<- int, errs chan<- error) *slotState {
+	slot, _ := strconv.Atoi(l.Labels[SlotLabel])
+	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &slotState{cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.writing[slot] = true
+	m.mu.Unlock()
+	go func() {
+		defer func() {
+			close(s.done)
+			finished <- slot
+		}()
+		err := work(klog.NewContext(workCtx, klog.FromContext(ctx).WithValues("slot", slot)), slot)
+		// From here on, nothing more is written for this slot; only then
+		// may another member take it.
+		m.mu.Lock()
+		delete(m.writing, slot)
+		m.mu.Unlock()
+		if err != nil && workCtx.Err() == nil {
+			errs <- fmt.Errorf("slot %d: %w", slot, err)
+			return
+		}
+		if m.fence.Check() != nil {
+			return // lost: the Lease expires by itself
+		}
+		m.releaseSlot(context.WithoutCancel(ctx), leases, l.Name)
+	}()
+	return s
+}
+
+type leaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// join creates (or takes back, after a restart under the same identity)
+// the member's own Lease.
+func (m *Member) join(ctx context.Context, leases leaseClient) (*coordinationv1.Lease, error) {
+	c := m.cfg
+	now := metav1.NewMicroTime(time.Now())
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: c.memberLease(), Namespace: c.Namespace,
+			Labels: map[string]string{GroupLabel: c.Group, RoleLabel: "member"}},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(c.Identity),
+			LeaseDurationSeconds: ptr.To(int32(c.LeaseDuration.Seconds())),
+			AcquireTime:          &now, RenewTime: &now,
+		},
+	}
+	sentAt := time.Now()
+	created, err := leases.Create(ctx, l, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating the member Lease %s: %w", klog.KObj(l), err)
+	}
+	m.fence.Renewed(sentAt)
+	return created, nil
+}
+
+// renew writes the member's Lease again, preconditioned on our last write:
+// a conflict means another writer changed it, and the member is lost. A
+// renewal is attempted only within RenewDeadline of the last one sent;
+// Run tries again at its next tick after a transient error.
+func (m *Member) renew(ctx context.Context, leases leaseClient, self *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if err := m.fence.Check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RetryPeriod)
+	defer cancel()
+	l := self.DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.RenewTime = &now
+	sentAt := time.Now()
+	renewed, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	m.fence.Renewed(sentAt)
+	return renewed, nil
+}
+
+// acquire writes us into a free slot's Lease, preconditioned on the
+// version we saw free: if another member took it first, we do not.
+func (m *Member) acquire(ctx context.Context, leases leaseClient, lister coordinationlisters.LeaseNamespaceLister, slot int) (*coordinationv1.Lease, bool) {
+	c := m.cfg
+	now := metav1.NewMicroTime(time.Now())
+	name := c.slotLease(slot)
+	cur, err := lister.Get(name)
+	var l *coordinationv1.Lease
+	switch {
+	case apierrors.IsNotFound(err):
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace,
+			Labels: map[string]string{GroupLabel: c.Group, RoleLabel: "slot", SlotLabel: strconv.Itoa(slot)}}}
+	case err != nil:
+		return nil, false
+	default:
+		l = cur.DeepCopy()
+		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	}
+	l.Spec.HolderIdentity = ptr.To(c.Identity)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.LeaseDuration.Seconds()))
+	l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
+	defer cancel()
+	var got *coordinationv1.Lease
+	if cur == nil {
+		got, err = leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		got, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			klog.FromContext(ctx).Info("Could not take a slot; trying again later", "slot", slot, "err", err.Error())
+		}
+		return nil, false
+	}
+	return got, true
+}
+
+// releaseSlot clears the holder of a slot's Lease, if it still names us.
+func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name string) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+	defer cancel()
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == m.cfg.Identity {
+		l.Spec.HolderIdentity = nil
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		logger.Error(err, "Could not release a slot; another member takes it when this one's Lease expires", "lease", klog.KRef(m.cfg.Namespace, name))
+		return
+	}
+	logger.Info("Released a slot", "lease", klog.KRef(m.cfg.Namespace, name))
+}
+
+// leave deletes the member's Lease once every slot was released, so that
+// the others count one member less at once.
+func (m *Member) leave(ctx context.Context, leases leaseClient, self *coordinationv1.Lease) {
+	m.fence.Close()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+	defer cancel()
+	err := leases.Delete(ctx, self.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &self.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Error(err, "Could not delete the member Lease; the others stop counting this member when it expires", "lease", klog.KObj(self))
+	}
+}
+
+// lose shuts every write for good.
+func (m *Member) lose() {
+	m.fence.Close()
+	m.mu.Lock()
+	clear(m.writing)
+	m.mu.Unlock()
+}
+
+// waitBriefly gives the slots' aborted Works a moment to return.
+func (m *Member) waitBriefly(slots map[int]*slotState) {
+	deadline := time.After(time.Second)
+	for _, s := range slots {
+		select {
+		case <-s.done:
+		case <-deadline:
+			return
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package shard
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"example.com/foo-controller/pkg/leader"
+)
+
+func lease(name, role, slot, holder, rv string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
+		Labels: map[string]string{GroupLabel: "g", RoleLabel: role}}}
+	if slot != "" {
+		l.Labels[SlotLabel] = slot
+	}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	return l
+}
+
+// TestObserve: members are live until their Lease has not changed for
+// LeaseDuration by the observer's clock (never by the time written in it),
+// stale after twice that; a slot is free unless a live member holds it.
+func TestObserve(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	seen := map[string]observed{}
+	leases := func(bRV, cRV string) []*coordinationv1.Lease {
+		return []*coordinationv1.Lease{
+			lease("g-member-self", "member", "", "self", "1"),
+			lease("g-member-b", "member", "", "b", bRV),
+			lease("g-member-c", "member", "", "c", cRV),
+			lease("g-slot-0", "slot", "0", "self", "5"),
+			lease("g-slot-1", "slot", "1", "b", "6"),
+			lease("g-slot-2", "slot", "2", "c", "7"),
+			lease("g-slot-3", "slot", "3", "", "8"), // released
+			lease("g-slot-9", "slot", "9", "b", "9"), // out of range: ignored
+		}
+	}
+	v := observe(c, leases("2", "3"), seen, t0)
+	if want := []string{"b", "c", "self"}; !slices.Equal(v.members, want) {
+		t.Errorf("first sight: members %v, want %v (a Lease first seen counts as just renewed)", v.members, want)
+	}
+	if got := v.free(c.Slots); !slices.Equal(got, []int{3}) {
+		t.Errorf("first sight: free %v, want [3]", got)
+	}
+	// b renews, c does not: c stays live until LeaseDuration after we
+	// first saw its version.
+	v = observe(c, leases("20", "3"), seen, t0.Add(9*time.Second))
+	if !slices.Contains(v.members, "c") {
+		t.Errorf("c dropped before its Lease expired")
+	}
+	v = observe(c, leases("21", "3"), seen, t0.Add(10*time.Second))
+	if want := []string{"b", "self"}; !slices.Equal(v.members, want) {
+		t.Errorf("after c's Lease expired: members %v, want %v", v.members, want)
+	}
+	if got := v.free(c.Slots); !slices.Equal(got, []int{2, 3}) {
+		t.Errorf("after c's Lease expired: free %v, want [2 3] (c's slot is free)", got)
+	}
+	if len(v.stale) != 0 {
+		t.Errorf("c stale after one LeaseDuration")
+	}
+	v = observe(c, leases("22", "3"), seen, t0.Add(20*time.Second))
+	if len(v.stale) != 1 || v.stale[0].Name != "g-member-c" {
+		t.Errorf("after twice LeaseDuration: stale %v, want c's Lease", v.stale)
+	}
+	// c comes back (a new version): live again at once.
+	v = observe(c, leases("23", "4"), seen, t0.Add(21*time.Second))
+	if !slices.Contains(v.members, "c") || len(v.stale) != 0 {
+		t.Errorf("c renewed again: members %v, stale %d", v.members, len(v.stale))
+	}
+	// A deleted Lease is forgotten.
+	observe(c, leases("24", "4")[:2], seen, t0.Add(22*time.Second))
+	if _, ok := seen["g-member-c"]; ok {
+		t.Errorf("seen keeps a Lease that is gone")
+	}
+}
+
+// TestMemberCheck: a write passes only while the member renews and holds
+// the slot of the namespace in the request's path.
+func TestMemberCheck(t *testing.T) {
+	c := Config{Group: "g", Namespace: "ns", Slots: 16, Identity: "self",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	m := &Member{cfg: c, fence: leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}), writing: map[int]bool{}}
+	mine, other := "tenant-a", ""
+	for i := 0; other == ""; i++ {
+		if ns := "tenant-" + string(rune('b'+i)); c.Slots.Of(ns) != c.Slots.Of(mine) {
+			other = ns
+		}
+	}
+	if err := m.Check(mine); err == nil {
+		t.Fatal("a member that never renewed may write")
+	}
+	m.fence.Renewed(time.Now())
+	m.writing[c.Slots.Of(mine)] = true
+	sent := 0
+	rt := m.WrapTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		sent++
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}))
+	for _, tc := range []struct {
+		method, path string
+		pass         bool
+	}{
+		{"PATCH", "/apis/apps/v1/namespaces/" + mine + "/deployments/d", true},
+		{"PATCH", "/apis/apps/v1/namespaces/" + other + "/deployments/d", false},
+		{"POST", "/apis/events.k8s.io/v1/namespaces/" + other + "/events", false},
+		{"POST", "/api/v1/namespaces/" + mine + "/events", true},
+		{"PUT", "/apis/samplecontroller.example.com/v1alpha1/namespaces/" + other + "/foos/f/status", false},
+		{"GET", "/apis/apps/v1/namespaces/" + other + "/deployments", true},
+		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/" + other + "/leases/l", true},
+		{"DELETE", "/api/v1/namespaces/" + other, true}, // not a write in that namespace
+	} {
+		before := sent
+		req, _ := http.NewRequest(tc.method, "https://api"+tc.path, nil)
+		_, err := rt.RoundTrip(req)
+		if passed := err == nil && sent == before+1; passed != tc.pass {
+			t.Errorf("%s %s: passed %v (err %v), want %v", tc.method, tc.path, passed, err, tc.pass)
+		}
+	}
+	m.lose()
+	if err := m.Check(mine); err == nil {
+		t.Errorf("a lost member may still write")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
