@@ -40,7 +40,7 @@ func TestObserve(t *testing.T) {
 			lease("g-slot-0", "slot", "0", "self", "5"),
 			lease("g-slot-1", "slot", "1", "b", "6"),
 			lease("g-slot-2", "slot", "2", "c", "7"),
-			lease("g-slot-3", "slot", "3", "", "8"), // released
+			lease("g-slot-3", "slot", "3", "", "8"),  // released
 			lease("g-slot-9", "slot", "9", "b", "9"), // out of range: ignored
 		}
 	}
