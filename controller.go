@@ -107,8 +107,13 @@ func NewController(
 	deploymentInformer appsinformers.DeploymentInformer,
 	fooInformer informers.FooInformer,
 	recorder events.EventRecorder,
+	opts ...ControllerOption,
 ) (*Controller, error) {
 	logger := klog.FromContext(ctx)
+	cc := controllerConfig{queueName: controllerName}
+	for _, o := range opts {
+		o(&cc)
+	}
 
 	if err := addIndexers(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
 		return nil, err
@@ -125,7 +130,7 @@ func NewController(
 		deploymentIndex:   deploymentInformer.Informer().GetIndexer(),
 		foos:              newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
 		foosSynced:        fooInformer.Informer().HasSynced,
-		workqueue:         newQueue(queueLanes),
+		workqueue:         newQueue(cc.queueName, queueLanes),
 		lanes:             queueLanes,
 		corrections:       corrections.New[types.UID](correctionEvery, correctionBurst),
 		statusPacer:       pacer.New[cache.ObjectName](statusProgressInterval),
@@ -138,6 +143,19 @@ func NewController(
 		return nil, err
 	}
 	return c, nil
+}
+
+// ControllerOption changes a default of NewController.
+type ControllerOption func(*controllerConfig)
+
+type controllerConfig struct {
+	queueName string
+}
+
+// WithQueueName names the workqueue, and so its metrics (default:
+// controllerName). Each slot of a sharded replica has its own queue.
+func WithQueueName(name string) ControllerOption {
+	return func(c *controllerConfig) { c.queueName = name }
 }
 
 // shutdownGracePeriod bounds how long in-flight syncs may run after

@@ -417,6 +417,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 	for _, args := range [][]string{
 		{"-workers=0"}, {"-kube-api-qps=0"}, {"-kube-api-burst=0"}, {"-resync-period=-1s"},
 		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
+		{"-shard-slots=-1"}, {"-shard-slots=257"}, {"-shard-slots=16", "-leader-elect=true"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted it", args)

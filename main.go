@@ -49,6 +49,7 @@ import (
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/shard"
 )
 
 // options are the command-line flags. Each flag's help states its default.
@@ -64,6 +65,7 @@ type options struct {
 	leaderElect    bool
 	leaderElectSet bool // -leader-elect given explicitly; otherwise on exactly when in-cluster
 	lease          leader.Config
+	shardSlots     int
 
 	metricsAddr string
 	probeAddr   string
@@ -134,6 +136,8 @@ func parseFlags(args []string) (options, error) {
 		"How long the leader keeps trying to renew before it gives up leading (and exits).")
 	fs.DurationVar(&o.lease.RetryPeriod, "leader-elect-retry-period", 2*time.Second,
 		"How often candidates try to acquire, and the leader to renew, the Lease.")
+	fs.IntVar(&o.shardSlots, "shard-slots", 0,
+		"Share the work among replicas (opt-in, see docs/sharding.md): namespaces are hashed into this many slots (1 to 256; 16 is a good start), and each replica takes its share of them through Leases named after -leader-elect-lease-name, with the -leader-elect-* timings. Every replica must use the same value. 0 (the default): one leader does everything (-leader-elect).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's profiles (/debug/pprof/) beside /metrics, to measure memory and CPU at scale.")
@@ -168,6 +172,10 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-kube-api-burst must be at least 1, got %d", o.burst)
 	case o.resyncPeriod < 0:
 		return o, fmt.Errorf("-resync-period must not be negative, got %v", o.resyncPeriod)
+	case o.shardSlots != 0 && (o.shardSlots < 1 || o.shardSlots > 256):
+		return o, fmt.Errorf("-shard-slots must be 1 to 256, or 0 for one leader; got %d", o.shardSlots)
+	case o.shardSlots != 0 && o.leaderElectSet && o.leaderElect:
+		return o, errors.New("-shard-slots and -leader-elect exclude each other: sharded replicas all work, each on its own slots")
 	}
 	if err := o.lease.Validate(); err != nil {
 		return o, err
@@ -200,7 +208,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	inCluster := o.kubeconfig == "" && o.master == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == ""
 	if !o.leaderElectSet {
-		o.leaderElect = inCluster
+		o.leaderElect = inCluster && o.shardSlots == 0
 	}
 	b := readBuild()
 	metrics.Register(b.version, b.revision)
@@ -222,7 +230,25 @@ func run(ctx context.Context, o options) (err error) {
 	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
 	// The Lease is renewed over a client of its own, outside the fence.
 	leaseCfg := rest.CopyConfig(cfg)
-	if o.leaderElect {
+	var member *shard.Member
+	if o.shardSlots > 0 {
+		// Every other client writes only to the namespaces of the slots
+		// this replica holds, and only while it renews its member Lease
+		// (see shard.Member.WrapTransport).
+		leaseClient, err := kubernetes.NewForConfig(leaseCfg)
+		if err != nil {
+			return fmt.Errorf("building the Lease client: %w", err)
+		}
+		member, err = shard.NewMember(leaseClient, shard.Config{
+			Group: lc.LeaseName, Namespace: lc.LeaseNamespace, Slots: shard.Slots(o.shardSlots), Identity: identity,
+			LeaseDuration: lc.LeaseDuration, RenewDeadline: lc.RenewDeadline, RetryPeriod: lc.RetryPeriod,
+		})
+		if err != nil {
+			return err
+		}
+		cfg.WrapTransport = member.WrapTransport
+		cfg.Dial = member.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	} else if o.leaderElect {
 		// Every other client built from cfg writes only while we lead by
 		// our own clock (see leader.Fence), even if the elector has not
 		// noticed a loss yet.
@@ -230,7 +256,7 @@ func run(ctx context.Context, o options) (err error) {
 		cfg.WrapTransport = lc.Fence.WrapTransport
 		cfg.Dial = lc.Fence.Dial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
-	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", identity, "leaderElection", o.leaderElect)
+	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots)
 
 	// Built-in types travel as protobuf: smaller and several times cheaper
 	// to decode than JSON, which matters for the Deployment watch and the
@@ -254,13 +280,15 @@ func run(ctx context.Context, o options) (err error) {
 	// so that a liveness probe does not kill a process that waits for the
 	// API server (checkAPI); /readyz fails until the caches are synced.
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	var started atomic.Pointer[Controller]
+	// synced is set once start-up is past its checks: whether the caches
+	// the workers read are synced.
+	var synced atomic.Pointer[func() bool]
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
 	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
-		if c := started.Load(); c == nil {
+		if f := synced.Load(); f == nil {
 			return errors.New("starting: checking the API server")
-		} else if !c.HasSynced() {
+		} else if !(*f)() {
 			return errors.New("caches not synced yet")
 		}
 		return nil
@@ -284,18 +312,6 @@ func run(ctx context.Context, o options) (err error) {
 	if err := samplev1alpha1.Install(scheme); err != nil {
 		return err
 	}
-
-	// The transform trims objects before they are cached: the cache holds
-	// every watched object for the life of the process. Only Foos are
-	// resynced: a Foo's sync reads its Deployment from the cache, so the
-	// Foo resync covers every Deployment we own, and a Deployment resync
-	// would only hand each cached Deployment to a handler that drops
-	// re-deliveries (at 100,000 that is a walk of the whole cache, with its
-	// indexes recomputed, for nothing).
-	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
-		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
-	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(fooClient, o.resyncPeriod,
-		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 
 	// Events are sent from goroutines of their own, behind the client's
 	// rate limiter. At shutdown they get a bounded time to finish (see the
@@ -327,6 +343,21 @@ func run(ctx context.Context, o options) (err error) {
 		stopEvents()
 	}()
 	recorder := broadcaster.NewRecorder(scheme, controllerName)
+	if member != nil {
+		return runSharded(ctx, o, member, kubeClient, fooClient, recorder, &synced)
+	}
+
+	// The transform trims objects before they are cached: the cache holds
+	// every watched object for the life of the process. Only Foos are
+	// resynced: a Foo's sync reads its Deployment from the cache, so the
+	// Foo resync covers every Deployment we own, and a Deployment resync
+	// would only hand each cached Deployment to a handler that drops
+	// re-deliveries (at 100,000 that is a walk of the whole cache, with its
+	// indexes recomputed, for nothing).
+	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0,
+		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
+	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(fooClient, o.resyncPeriod,
+		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 
 	deploymentInformer := kubeInformerFactory.Apps().V1().Deployments()
 	fooInformer := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
@@ -347,7 +378,8 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	started.Store(controller)
+	hasSynced := controller.HasSynced
+	synced.Store(&hasSynced)
 
 	// Start is non-blocking. The informers start before the election so
 	// that a standby's cache is warm when it takes over, and stop when run

@@ -10,7 +10,7 @@ import (
 // newQueue builds the workqueue over storage (the two lanes). client-go has
 // no constructor that takes both a rate limiter and the storage beneath the
 // queue, so each of the three layers — rate limiting, delaying, the FIFO
-// itself — is built with its own config, all named controllerName, which
+// itself — is built with its own config, all with the same name, which
 // names the workqueue metrics.
 //
 // Retry policy: a key whose sync fails is retried after 5ms, 10ms, 20ms,
@@ -18,13 +18,13 @@ import (
 // with bursts of 100 (client-go's default controller rate limiter). A sync
 // that is done resets the key's backoff. A new event or a resync adds the
 // key at once, whatever its backoff.
-func newQueue(storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+func newQueue(name string, storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
 	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
-		Name: controllerName, Queue: storage,
+		Name: name, Queue: storage,
 	})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-		Name: controllerName, Queue: fifo,
+		Name: name, Queue: fifo,
 	})
 	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: controllerName, DelayingQueue: delaying})
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying})
 }

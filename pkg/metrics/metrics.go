@@ -79,6 +79,23 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
+	// ShardSlots is how many slots this replica holds (-shard-slots).
+	ShardSlots = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "shard_slots",
+		Help:           "Slots this replica holds and works on, in sharded mode (-shard-slots); each has its own workqueue, foo-controller-slot-N.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
+	// ShardServerFiltering is 1 when the API server filters lists and
+	// watches by shard, 0 when it sends everything (sharded mode only).
+	ShardServerFiltering = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "shard_server_filtering",
+		Help:           "In sharded mode, 1 when the API server filters each slot's lists and watches (ShardedListAndWatch), 0 when every slot receives every object and filters it on our side.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
 	// BuildInfo is always 1; its labels describe the binary.
 	BuildInfo = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
 		Subsystem:      subsystem,
@@ -94,7 +111,7 @@ var registerOnce sync.Once
 // the main module's version, revision the commit ("" when not stamped).
 func Register(version, revision string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, BuildInfo)
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardServerFiltering, BuildInfo)
 	})
 	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }

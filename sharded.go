@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/cachetrim"
+	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	foolisters "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/shard"
+)
+
+// runSharded runs this replica as a member of a shard group (-shard-slots):
+// for each slot it holds, the same Controller as a single leader runs, over
+// informers that list and watch that slot's namespaces only, with a
+// workqueue of its own. A slot's controller is started when the member
+// takes the slot and stopped, its in-flight syncs finished, before the
+// member releases it (shard.Member.Run). See docs/sharding.md.
+func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient kubernetes.Interface,
+	fooClient clientset.Interface, recorder events.EventRecorder, synced *atomic.Pointer[func() bool]) error {
+	logger := klog.FromContext(ctx)
+	slots := shard.Slots(o.shardSlots)
+
+	// Whether the API server filters decides what a slot costs: with the
+	// filter, a slot's watches carry only its objects; without it (the
+	// ShardedListAndWatch gate off), every slot's watches receive
+	// everything, decode it and drop what is not theirs.
+	filters, err := shard.ServerFilters(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return kubeClient.AppsV1().Deployments(o.namespace).List(ctx, opts)
+	})
+	if err != nil {
+		return err
+	}
+	if filters {
+		metrics.ShardServerFiltering.Set(1)
+	} else {
+		metrics.ShardServerFiltering.Set(0)
+		logger.Info("The API server does not filter lists and watches by shard (kube-apiserver 1.36+ with --feature-gates=ShardedListAndWatch=true does): each slot's watches receive every object and drop the others' on our side, so memory still divides among replicas but the decoding does not")
+	}
+
+	// The workers are divided among the slots, so that one replica holding
+	// every slot runs -workers in all, as a single leader does.
+	workers := max(1, (o.workers+o.shardSlots-1)/o.shardSlots)
+	var (
+		mu          sync.Mutex
+		controllers = map[int]*Controller{}
+	)
+	allSynced := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range controllers {
+			if !c.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}
+	synced.Store(&allSynced)
+
+	work := func(ctx context.Context, slot int) error {
+		sel, err := slots.Selector([]int{slot})
+		if err != nil {
+			return err
+		}
+		keep := func(ns string) bool { return slots.Of(ns) == slot }
+		deployments := newSlotInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return kubeClient.AppsV1().Deployments(o.namespace).List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return kubeClient.AppsV1().Deployments(o.namespace).Watch(ctx, opts)
+			},
+		}, sel.String(), keep, &appsv1.Deployment{}, 0)
+		foos := newSlotInformer(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return fooClient.SamplecontrollerV1alpha1().Foos(o.namespace).List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return fooClient.SamplecontrollerV1alpha1().Foos(o.namespace).Watch(ctx, opts)
+			},
+		}, sel.String(), keep, &samplev1alpha1.Foo{}, o.resyncPeriod)
+		for resource, inf := range map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos} {
+			if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+				metrics.WatchErrors.WithLabelValues(resource).Inc()
+				cache.DefaultWatchErrorHandler(ctx, r, err)
+			}); err != nil {
+				return err
+			}
+		}
+		c, err := NewController(ctx, kubeClient, fooClient,
+			deploymentInformer{deployments}, fooInformer{foos}, recorder,
+			WithQueueName(fmt.Sprintf("%s-slot-%d", controllerName, slot)))
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		controllers[slot] = c
+		metrics.ShardSlots.Set(float64(len(controllers)))
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(controllers, slot)
+			metrics.ShardSlots.Set(float64(len(controllers)))
+			mu.Unlock()
+		}()
+
+		informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+		var wg sync.WaitGroup
+		wg.Go(func() { deployments.RunWithContext(informersCtx) })
+		wg.Go(func() { foos.RunWithContext(informersCtx) })
+		defer func() {
+			stopInformers()
+			waitAtMost(informerStopWait, wg.Wait)
+		}()
+		return c.Run(ctx, workers)
+	}
+	return member.Run(ctx, work)
+}
+
+// newSlotInformer builds an informer over one slot's objects (see
+// shard.Filtered), trimmed as the single leader's are.
+func newSlotInformer(lw cache.ListerWatcherWithContext, selector string, keep func(string) bool,
+	example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformerWithOptions(&shard.Filtered{Next: lw, Selector: selector, Keep: keep}, example,
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+	_ = inf.SetTransform(cachetrim.Transform) // not started yet: cannot fail
+	return inf
+}
+
+// deploymentInformer and fooInformer give a slot's informers the shape
+// NewController takes (the generated factories' informers).
+type deploymentInformer struct{ cache.SharedIndexInformer }
+
+func (i deploymentInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
+func (i deploymentInformer) Lister() appslisters.DeploymentLister {
+	return appslisters.NewDeploymentLister(i.GetIndexer())
+}
+
+type fooInformer struct{ cache.SharedIndexInformer }
+
+func (i fooInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
+func (i fooInformer) Lister() foolisters.FooLister     { return foolisters.NewFooLister(i.GetIndexer()) }
