@@ -154,4 +154,4 @@ func (i deploymentInformer) Lister() appslisters.DeploymentLister {
 type fooInformer struct{ cache.SharedIndexInformer }
 
 func (i fooInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
-func (i fooInformer) Lister() foolisters.FooLister     { return foolisters.NewFooLister(i.GetIndexer()) }
+func (i fooInformer) Lister() foolisters.FooLister        { return foolisters.NewFooLister(i.GetIndexer()) }

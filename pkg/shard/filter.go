@@ -18,7 +18,7 @@ import (
 // price of decoding the rest.
 type Filtered struct {
 	Next     cache.ListerWatcherWithContext
-	Selector string              // metav1.ListOptions.ShardSelector
+	Selector string               // metav1.ListOptions.ShardSelector
 	Keep     func(ns string) bool // whether an object of namespace ns is ours
 }
 
