@@ -85,8 +85,41 @@ type report struct {
 }
 
 func main() {
+	o, err := parseFlags(os.Args[1:], os.Getenv("KUBECONFIG") == "", os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		// The flag package has printed its own errors, with the usage.
+		if !errors.Is(err, errFlagSyntax) {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// errFlagSyntax is what parseFlags returns when the flag package refused
+// the arguments: it has printed why, and the usage, already.
+var errFlagSyntax = errors.New("bad flags")
+
+// parseFlags reads the bench's flags and checks them together, apart from
+// main so that every refusal has a test (TestParseFlags): a combination
+// the bench cannot honour fails here, before it starts a control plane or
+// creates a Foo. ownControlPlane: KUBECONFIG is unset, so the bench starts
+// the local control plane and chooses its controllers. The flag package's
+// own messages (a number that does not parse, an unknown flag) and the
+// usage go to output.
+func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options, error) {
 	var o options
-	flag.Func("n", "Number of Foos to converge (default 200); a comma-separated list (1000,10000) runs the bench for each and reports memory per Foo from their difference.",
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Func("n", "Number of Foos to converge (default 200); a comma-separated list (1000,10000) runs the bench for each and reports memory per Foo from their difference.",
 		func(v string) error {
 			for f := range strings.SplitSeq(v, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -97,25 +130,25 @@ func main() {
 			}
 			return nil
 		})
-	flag.IntVar(&o.replicas, "replicas", 1, "Replicas of each Foo (and of the floor's Deployments); 0 keeps pods out of it at large N: the Deployments and their ReplicaSets still exist.")
-	flag.IntVar(&o.repeat, "repeat", 1, "Repeat the whole measurement this many times; medians are reported.")
-	flag.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
-	flag.DurationVar(&o.idle, "idle", 0,
+	fs.IntVar(&o.replicas, "replicas", 1, "Replicas of each Foo (and of the floor's Deployments); 0 keeps pods out of it at large N: the Deployments and their ReplicaSets still exist.")
+	fs.IntVar(&o.repeat, "repeat", 1, "Repeat the whole measurement this many times; medians are reported.")
+	fs.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
+	fs.DurationVar(&o.idle, "idle", 0,
 		"Idle window. Default: the controller's -resync-period (10m, or as given with -controller-flag) and 10 s, so that the window holds one resync pass.")
-	flag.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
-	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
-	flag.IntVar(&o.namespaces, "namespaces", 1,
+	fs.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
+	fs.IntVar(&o.namespaces, "namespaces", 1,
 		"Spread the Foos over this many namespaces (the floor runs in one: use with -floor=false). Past some 10,000 Deployments in one namespace, kube-controller-manager's Deployment controller, which lists a namespace's ReplicaSets on every sync, is what bounds the run.")
-	flag.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
-	flag.BoolVar(&o.deploymentController, "deployment-controller", true,
+	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
+	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")
-	flag.BoolVar(&o.heapProfile, "heap-profile", false,
+	fs.BoolVar(&o.heapProfile, "heap-profile", false,
 		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
-	flag.BoolVar(&o.cpuProfile, "cpu-profile", false,
+	fs.BoolVar(&o.cpuProfile, "cpu-profile", false,
 		"Save the controller's CPU profile over the idle window (first repeat) to _output/cpu-N.pb.gz: where the resyncs' CPU goes.")
-	flag.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
+	fs.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
-	flag.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
+	fs.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
 		func(v string) error {
 			if !strings.Contains(v, "=") {
 				return fmt.Errorf("want NAME=VALUE, got %q", v)
@@ -123,7 +156,18 @@ func main() {
 			o.controller.env = append(o.controller.env, v)
 			return nil
 		})
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, fmt.Errorf("%w: %w", errFlagSyntax, err)
+	}
+	// The flag package stops at the first argument that is not a flag
+	// and leaves the rest unread: "-floor false -namespaces 100" would
+	// run one namespace with the floor, and report it as asked.
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("%q and what follows it would be ignored: every setting is a flag, and a boolean one takes its value after '=' (-floor=false)", fs.Arg(0))
+	}
 	if o.idle == 0 {
 		o.idle = resyncPeriod(o.controller.args) + 10*time.Second
 	}
@@ -133,28 +177,30 @@ func main() {
 	if len(o.ns) == 0 {
 		o.ns = []int{200}
 	}
+	return o, o.validate(ownControlPlane)
+}
+
+// validate refuses what the bench cannot run as its report would claim:
+// the floor runs in one namespace, so with the Foos spread over several
+// its ratios would compare two different loads; without
+// kube-controller-manager's Deployment controller the floor's Deployments
+// never become available, and only the bench's own control plane can be
+// started without it; the Foo API refuses replicas outside 0 to 100, so
+// every create would fail.
+func (o options) validate(ownControlPlane bool) error {
 	if o.namespaces < 1 || (o.namespaces > 1 && o.floor) {
-		fmt.Fprintln(os.Stderr, "bench: -namespaces must be at least 1, and more than 1 only with -floor=false")
-		os.Exit(2)
+		return errors.New("-namespaces must be at least 1, and more than 1 only with -floor=false")
 	}
-	if !o.deploymentController && (o.floor || os.Getenv("KUBECONFIG") != "") {
-		fmt.Fprintln(os.Stderr, "bench: -deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)")
-		os.Exit(2)
+	if !o.deploymentController && (o.floor || !ownControlPlane) {
+		return errors.New("-deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)")
 	}
 	if o.repeat < 1 || o.concurrency < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -repeat and -concurrency must be at least 1")
-		os.Exit(2)
+		return errors.New("-repeat and -concurrency must be at least 1")
 	}
 	if o.replicas < 0 || o.replicas > 100 {
-		fmt.Fprintln(os.Stderr, "bench: -replicas must be 0 to 100 (the Foo API's maximum)")
-		os.Exit(2)
+		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		os.Exit(1)
-	}
+	return nil
 }
 
 func run(ctx context.Context, o options) (err error) {

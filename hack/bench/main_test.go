@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +46,100 @@ func TestByMethodListsMethodsOnly(t *testing.T) {
 		if strings.Contains(byMethod, not) {
 			t.Errorf("by method lists %s:\n%s", not, byMethod)
 		}
+	}
+}
+
+// TestParseFlags: each combination the bench cannot run is refused before
+// it starts anything, with the message that says why; the defaults and a
+// few combinations the docs use are accepted.
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		args            []string
+		foreignKubeconf bool   // KUBECONFIG set: a control plane the bench did not start
+		refused         string // in the error, or (flag syntax) in what the flag package printed
+	}{
+		{name: "n zero", args: []string{"-n", "0"}, refused: `invalid value "0" for flag -n: want positive numbers, got "0"`},
+		{name: "n negative", args: []string{"-n", "-5"}, refused: `want positive numbers, got "-5"`},
+		{name: "n not a number", args: []string{"-n", "1k"}, refused: `want positive numbers, got "1k"`},
+		{name: "n list with a hole", args: []string{"-n", "1000,,10000"}, refused: `want positive numbers, got ""`},
+		{name: "replicas not a number", args: []string{"-replicas", "one"}, refused: `invalid value "one" for flag -replicas`},
+		{name: "idle not a duration", args: []string{"-idle", "20"}, refused: `invalid value "20" for flag -idle`},
+		{name: "unknown flag", args: []string{"-workers", "8"}, refused: "flag provided but not defined: -workers"},
+		{name: "controller-env without =", args: []string{"-controller-env", "GOGC"}, refused: `want NAME=VALUE, got "GOGC"`},
+		{name: "a boolean's value after a space", args: []string{"-floor", "false", "-namespaces", "100"},
+			refused: `"false" and what follows it would be ignored`},
+		{name: "namespaces zero", args: []string{"-namespaces", "0", "-floor=false"},
+			refused: "-namespaces must be at least 1, and more than 1 only with -floor=false"},
+		{name: "namespaces with the floor", args: []string{"-namespaces", "100"},
+			refused: "-namespaces must be at least 1, and more than 1 only with -floor=false"},
+		{name: "no deployment controller with the floor", args: []string{"-deployment-controller=false"},
+			refused: "-deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)"},
+		{name: "no deployment controller on a foreign control plane", args: []string{"-deployment-controller=false", "-floor=false"},
+			foreignKubeconf: true,
+			refused:         "-deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)"},
+		{name: "repeat zero", args: []string{"-repeat", "0"}, refused: "-repeat and -concurrency must be at least 1"},
+		{name: "concurrency zero", args: []string{"-concurrency", "0"}, refused: "-repeat and -concurrency must be at least 1"},
+		{name: "replicas negative", args: []string{"-replicas", "-1"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
+		{name: "replicas above the API's maximum", args: []string{"-replicas", "101"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var printed strings.Builder
+			_, err := parseFlags(tc.args, !tc.foreignKubeconf, &printed)
+			if err == nil {
+				t.Fatalf("parseFlags(%q) accepted", tc.args)
+			}
+			got := err.Error()
+			if errors.Is(err, errFlagSyntax) {
+				got = printed.String()
+			}
+			if !strings.Contains(got, tc.refused) {
+				t.Errorf("parseFlags(%q): got %q, want it to say %q", tc.args, got, tc.refused)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name            string
+		args            []string
+		foreignKubeconf bool
+		check           func(options) bool
+	}{
+		{name: "defaults", check: func(o options) bool {
+			return slices.Equal(o.ns, []int{200}) && o.replicas == 1 && o.repeat == 1 && o.concurrency == 50 &&
+				o.namespaces == 1 && o.floor && o.deploymentController && o.idle == 10*time.Minute+10*time.Second &&
+				slices.Equal(o.controller.args, []string{"-profiling"})
+		}},
+		{name: "memory per Foo", args: []string{"-n", "1000, 10000", "-replicas", "0"}, check: func(o options) bool {
+			return slices.Equal(o.ns, []int{1000, 10000}) && o.replicas == 0
+		}},
+		{name: "the 1-minute resync sets the idle window", args: []string{"-controller-flag=-resync-period=1m"}, check: func(o options) bool {
+			return o.idle == 70*time.Second && slices.Equal(o.controller.args, []string{"-resync-period=1m", "-profiling"})
+		}},
+		{name: "an idle window given wins", args: []string{"-n", "50", "-idle", "20s", "-controller-flag=-resync-period=1m"}, check: func(o options) bool {
+			return o.idle == 20*time.Second
+		}},
+		{name: "100,000 without the Deployment controller", args: []string{"-n", "10000,100000", "-namespaces", "100",
+			"-floor=false", "-replicas", "0", "-deployment-controller=false", "-heap-profile", "-cpu-profile", "-timeout", "45m"},
+			check: func(o options) bool {
+				return o.namespaces == 100 && !o.floor && !o.deploymentController && o.heapProfile && o.cpuProfile && o.timeout == 45*time.Minute
+			}},
+		{name: "many namespaces on a foreign control plane", args: []string{"-namespaces", "100", "-floor=false"}, foreignKubeconf: true,
+			check: func(o options) bool { return o.namespaces == 100 }},
+		{name: "replicas at the API's maximum, n given twice", args: []string{"-replicas", "100", "-n", "10", "-n", "20", "-controller-env=GOGC=50"},
+			check: func(o options) bool {
+				return o.replicas == 100 && slices.Equal(o.ns, []int{10, 20}) && slices.Equal(o.controller.env, []string{"GOGC=50"})
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var printed strings.Builder
+			o, err := parseFlags(tc.args, !tc.foreignKubeconf, &printed)
+			if err != nil {
+				t.Fatalf("parseFlags(%q): %v (%s)", tc.args, err, printed.String())
+			}
+			if !tc.check(o) {
+				t.Errorf("parseFlags(%q) = %+v", tc.args, o)
+			}
+		})
 	}
 }
