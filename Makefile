@@ -61,7 +61,7 @@ soak: ## Chaos soak on a real control plane: SOAK_DURATION=10m SOAK_SEED=...
 	  -run '^TestChaosSoak$$' -v ./pkg/integration/
 
 .PHONY: run
-run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set).
+run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set); REPLICAS=2 for sharded replicas.
 	hack/run-local.sh
 
 .PHONY: local-up

@@ -8,6 +8,9 @@
 # again when the controller exits: Ctrl-C stops both.
 #
 # Extra controller flags: make run ARGS="-workers=8 -v=4"
+# Sharded replicas (docs/sharding.md): make run REPLICAS=2 starts two
+# processes sharing 16 slots (-shard-slots=16 unless ARGS sets it), their
+# logs prefixed [replica-N], metrics and probes on :8080/:8081, :8090/:8091...
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,11 +55,35 @@ run-local: starting foo-controller (Ctrl-C to stop). In another terminal:
     kubectl describe foo example-foo         # status, conditions and Events
 
 MSG
+replicas="${REPLICAS:-1}"
+if ! [[ "${replicas}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "run-local: REPLICAS must be a positive number, got '${replicas}'" >&2
+    exit 2
+fi
 # Not exec: the EXIT trap must still run after the controller stops.
 # Ctrl-C reaches the controller too, which finishes in-flight syncs first.
 set +o errexit
-_output/bin/foo-controller "${args[@]}"
-status=$?
+if [[ "${replicas}" == 1 ]]; then
+    _output/bin/foo-controller "${args[@]}"
+    status=$?
+else
+    if [[ " ${args[*]} " != *" -shard-slots="* ]]; then
+        args+=("-shard-slots=16")
+    fi
+    # Each in the background, in this shell's process group: Ctrl-C reaches
+    # them all, and wait returns once every one has stopped.
+    pids=()
+    for ((i = 0; i < replicas; i++)); do
+        _output/bin/foo-controller "${args[@]}" \
+            -metrics-bind-address=":$((8080 + 10 * i))" -health-probe-bind-address=":$((8081 + 10 * i))" \
+            > >(sed -u "s/^/[replica-${i}] /" >&2) 2>&1 &
+        pids+=("$!")
+    done
+    status=0
+    for pid in "${pids[@]}"; do
+        wait "${pid}" || status=$?
+    done
+fi
 set -o errexit
 # 130 = stopped by Ctrl-C in the shell's eyes; the controller itself exits 0.
 exit "${status}"

@@ -590,7 +590,7 @@ func printTable(w io.Writer, rep report) {
 		{"  live heap, after a GC (MB)", "restart_live_heap_mb", "", "", nil},
 		{"peak RSS after restart (MB)", "restart_peak_rss_mb", "", "<= 1.5x steady", func(v, _ float64) bool { return v <= 1.5*m["steady_rss_mb"] }},
 		{"rate-limiter wait per Foo (s)", "ratelimit_wait_s_per_foo", "", "", nil},
-		{"workqueue depth max (5s samples)", "workqueue_depth_max", "", "", nil},
+		{"workqueue depth max (every 250ms)", "workqueue_depth_max", "", "", nil},
 	}
 	pf("\nfoo-controller bench: N=%d, %d replica(s) each, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
 		rep.N, rep.Replicas, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)

@@ -143,3 +143,50 @@ func TestParseFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestSampleMax: the workqueue's depth is read from the start (a short
+// run's peak is in its first second), the highest read is kept, failed
+// reads are skipped, and stopping twice is harmless.
+func TestSampleMax(t *testing.T) {
+	t.Run("first read at once", func(t *testing.T) {
+		read := make(chan struct{}, 1)
+		stop := sampleMax(time.Hour, func() (float64, error) {
+			select {
+			case read <- struct{}{}:
+			default:
+			}
+			return 42, nil
+		})
+		<-read // with an hour's interval, only the read at the start
+		if got := stop(); got != 42 {
+			t.Errorf("max = %v, want 42", got)
+		}
+	})
+	t.Run("highest of the reads", func(t *testing.T) {
+		reads := []struct {
+			v   float64
+			err error
+		}{{3, nil}, {0, nil}, {900, errors.New("scrape failed")}, {17, nil}, {5, nil}}
+		var i int
+		consumed := make(chan struct{})
+		stop := sampleMax(time.Millisecond, func() (float64, error) {
+			if i == len(reads) {
+				close(consumed)
+			}
+			if i >= len(reads) {
+				i++
+				return 0, nil
+			}
+			r := reads[i]
+			i++
+			return r.v, r.err
+		})
+		<-consumed
+		if got := stop(); got != 17 {
+			t.Errorf("max = %v, want 17 (900 was a failed read)", got)
+		}
+		if got := stop(); got != 17 {
+			t.Errorf("second stop = %v, want 17", got)
+		}
+	})
+}

@@ -26,9 +26,30 @@ var startingIdentityRe = regexp.MustCompile(`"Starting".*identity="([^"]+)"`)
 // loses its slots to the other once its Lease expired, and the Foos of its
 // namespaces converge again; a graceful stop releases the slots and
 // deletes the member Lease.
+//
+// It runs twice: on an API server that filters by shard, and on one with
+// the ShardedListAndWatch gate off, which sends every object to every
+// slot's watches; the controller then filters on its side, says so in the
+// log and in foo_controller_shard_server_filtering, and behaves the same.
 func TestShardedReplicas(t *testing.T) {
 	t.Parallel()
-	cl := privateCluster(t, clusterOptions{})
+	for _, tc := range []struct {
+		name    string
+		opts    clusterOptions
+		filters string
+	}{
+		{"server filters", clusterOptions{}, "1"},
+		{"server does not filter", clusterOptions{apiserverFlags: map[string]string{"feature-gates": "ShardedListAndWatch=false"}}, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testShardedReplicas(t, tc.opts, tc.filters)
+		})
+	}
+}
+
+func testShardedReplicas(t *testing.T, opts clusterOptions, filters string) {
+	cl := privateCluster(t, opts)
 	const slots = shard.Slots(4)
 	// Namespaces until every slot has one.
 	var spaces []*scenario
@@ -94,11 +115,29 @@ func TestShardedReplicas(t *testing.T) {
 		}
 	}
 
-	a := s.launch(controllerBin, nil, args...)
+	// a serves its metrics and probes (the last flag wins).
+	metricsA, probesA := freeAddr(t), freeAddr(t)
+	a := s.launch(controllerBin, nil, append(args, "-metrics-bind-address="+metricsA, "-health-probe-bind-address="+probesA)...)
 	idA := identity(a)
 	s.eventually(30*time.Second, "a to hold every slot", func() (bool, string) {
 		h := holders()
 		return count(h, idA) == int(slots), fmt.Sprint(h)
+	})
+	gauge := func(name string) string {
+		_, body := httpGet("http://" + metricsA + "/metrics")
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(body)
+		if m == nil {
+			return "absent"
+		}
+		return m[1]
+	}
+	s.eventually(30*time.Second, "a to be ready and count its slots", func() (bool, string) {
+		code, body := httpGet("http://" + probesA + "/readyz")
+		state := fmt.Sprintf("readyz %d %q, shard_slots %s, shard_server_filtering %s, queue of slot 0: %v", code, body,
+			gauge("foo_controller_shard_slots"), gauge("foo_controller_shard_server_filtering"),
+			strings.Contains(func() string { _, b := httpGet("http://" + metricsA + "/metrics"); return b }(), `workqueue_depth{name="foo-controller-slot-0"}`))
+		return code == 200 && gauge("foo_controller_shard_slots") == "4" && gauge("foo_controller_shard_server_filtering") == filters &&
+			strings.HasSuffix(state, "true"), state
 	})
 	b := s.launch(controllerBin, nil, args...)
 	idB := identity(b)
@@ -106,7 +145,13 @@ func TestShardedReplicas(t *testing.T) {
 		h := holders()
 		return count(h, idA) == 2 && count(h, idB) == 2, fmt.Sprint(h)
 	})
+	s.eventually(10*time.Second, "a's metric to count 2 slots", func() (bool, string) {
+		return gauge("foo_controller_shard_slots") == "2", gauge("foo_controller_shard_slots")
+	})
 	createAndConverge("before", 3)
+	if filters == "0" && len(a.logLines("does not filter lists and watches by shard")) == 0 {
+		t.Errorf("a did not log that the API server does not filter")
+	}
 
 	// Settled: each namespace's writes come from its slot's holder alone.
 	from := time.Now()

@@ -354,7 +354,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// Renew first: nothing else counts if we cannot.
 		renewed, err := m.renew(apiCtx, leases, self)
 		if err != nil {
-			if m.fence.Check() != nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			if m.fence.Check() != nil || errors.Is(err, errTaken) || apierrors.IsNotFound(err) {
 				logger.Info("Lost the member Lease; stopping all writes and exiting", "reason", err.Error())
 				return lost(leader.ErrLost)
 			}
@@ -464,27 +464,43 @@ func (m *Member) join(ctx context.Context, leases leaseClient) (*coordinationv1.
 	return created, nil
 }
 
-// renew writes the member's Lease again, preconditioned on our last write:
-// a conflict means another writer changed it, and the member is lost. A
-// renewal is attempted only within RenewDeadline of the last one sent;
-// Run tries again at its next tick after a transient error.
+// renew writes the member's Lease again. Only this member writes it (the
+// others only delete it once it is stale), so a conflict means that an
+// earlier renewal landed although we saw it time out: we read the Lease
+// and, if it still names us, renew from that version. A Lease that is gone
+// or names another holder means the member is lost. A renewal is
+// attempted only within RenewDeadline of the last one sent; Run tries
+// again at its next tick after a transient error.
 func (m *Member) renew(ctx context.Context, leases leaseClient, self *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	if err := m.fence.Check(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RetryPeriod)
 	defer cancel()
-	l := self.DeepCopy()
-	now := metav1.NewMicroTime(time.Now())
-	l.Spec.RenewTime = &now
-	sentAt := time.Now()
-	renewed, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		l := self.DeepCopy()
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &now
+		sentAt := time.Now()
+		renewed, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			m.fence.Renewed(sentAt)
+			return renewed, nil
+		}
+		if !apierrors.IsConflict(err) || attempt > 0 {
+			return nil, err
+		}
+		if self, err = leases.Get(ctx, self.Name, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+		if holder := ptr.Deref(self.Spec.HolderIdentity, ""); holder != m.cfg.Identity {
+			return nil, fmt.Errorf("the member Lease names %q: %w", holder, errTaken)
+		}
 	}
-	m.fence.Renewed(sentAt)
-	return renewed, nil
 }
+
+// errTaken is why a member is lost when its own Lease was taken over.
+var errTaken = errors.New("taken over")
 
 // acquire writes us into a free slot's Lease, preconditioned on the
 // version we saw free: if another member took it first, we do not.

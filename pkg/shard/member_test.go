@@ -1,12 +1,16 @@
 package shard
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -134,3 +138,84 @@ func TestMemberCheck(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// leaseStore is a Lease client over one Lease with the API server's
+// optimistic concurrency; lateOK makes the next Update land but report a
+// timeout, as when the response is lost.
+type leaseStore struct {
+	l      *coordinationv1.Lease
+	rv     int
+	lateOK bool
+}
+
+func (s *leaseStore) Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if s.l == nil {
+		return nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), "l")
+	}
+	return s.l.DeepCopy(), nil
+}
+
+func (s *leaseStore) Create(_ context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	s.rv++
+	s.l = l.DeepCopy()
+	s.l.ResourceVersion = strconv.Itoa(s.rv)
+	return s.l.DeepCopy(), nil
+}
+
+func (s *leaseStore) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if s.l == nil {
+		return nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), l.Name)
+	}
+	if l.ResourceVersion != s.l.ResourceVersion {
+		return nil, apierrors.NewConflict(coordinationv1.Resource("leases"), l.Name, errors.New("modified"))
+	}
+	s.rv++
+	s.l = l.DeepCopy()
+	s.l.ResourceVersion = strconv.Itoa(s.rv)
+	if s.lateOK {
+		s.lateOK = false
+		return nil, context.DeadlineExceeded
+	}
+	return s.l.DeepCopy(), nil
+}
+
+func (s *leaseStore) Delete(context.Context, string, metav1.DeleteOptions) error {
+	s.l = nil
+	return nil
+}
+
+// TestRenewAfterALostResponse: a renewal that landed although its response
+// was lost (seen as a timeout) does not make the next one look like
+// another writer's: the member reads its Lease back and renews from it.
+// Only a Lease that names another holder, or is gone, loses the member.
+func TestRenewAfterALostResponse(t *testing.T) {
+	c := Config{Group: "g", Namespace: "ns", Slots: 4, Identity: "self",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	m := &Member{cfg: c, fence: leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}), writing: map[int]bool{}}
+	store := &leaseStore{}
+	self, err := m.join(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.lateOK = true
+	if _, err := m.renew(t.Context(), store, self); err == nil {
+		t.Fatal("the lost response was not reported")
+	}
+	renewed, err := m.renew(t.Context(), store, self) // self is now one version behind
+	if err != nil {
+		t.Fatalf("renewal after a lost response: %v, want it to read the Lease back and renew", err)
+	}
+	if renewed.ResourceVersion != store.l.ResourceVersion {
+		t.Errorf("renewed at version %s, the store has %s", renewed.ResourceVersion, store.l.ResourceVersion)
+	}
+	// Another holder in our Lease: lost.
+	store.l.Spec.HolderIdentity = ptr.To("other")
+	if _, err := m.renew(t.Context(), store, self); !errors.Is(err, errTaken) {
+		t.Errorf("renewal of a Lease naming another holder: %v, want errTaken", err)
+	}
+	// Gone: lost too (NotFound).
+	_ = store.Delete(t.Context(), "", metav1.DeleteOptions{})
+	if _, err := m.renew(t.Context(), store, renewed); !apierrors.IsNotFound(err) {
+		t.Errorf("renewal of a deleted Lease: %v, want NotFound", err)
+	}
+}
