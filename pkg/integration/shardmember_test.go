@@ -97,7 +97,10 @@ func TestShardMembersShareSlots(t *testing.T) {
 		t.Cleanup(func() {
 			stop()
 			select {
-			case <-r.done:
+			case err := <-r.done:
+				if err != nil && !errors.Is(err, leader.ErrLost) {
+					t.Errorf("member %s: %v", id, err)
+				}
 			case <-time.After(10 * time.Second):
 				t.Errorf("member %s did not stop", id)
 			}

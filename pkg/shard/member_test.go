@@ -123,8 +123,11 @@ func TestMemberCheck(t *testing.T) {
 		{"DELETE", "/api/v1/namespaces/" + other, true}, // not a write in that namespace
 	} {
 		before := sent
-		req, _ := http.NewRequest(tc.method, "https://api"+tc.path, nil)
-		_, err := rt.RoundTrip(req)
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, "https://api"+tc.path, nil)
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
 		if passed := err == nil && sent == before+1; passed != tc.pass {
 			t.Errorf("%s %s: passed %v (err %v), want %v", tc.method, tc.path, passed, err, tc.pass)
 		}
