@@ -80,13 +80,14 @@ func TestShardMembersShareSlots(t *testing.T) {
 		stop context.CancelFunc
 		done chan error
 	}
-	start := func(id string, cfg *rest.Config) *running {
+	startWith := func(id string, cfg *rest.Config, slots shard.Slots) *running {
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := base
 		c.Identity = id
+		c.Slots = slots
 		m, err := shard.NewMember(client, c)
 		if err != nil {
 			t.Fatal(err)
@@ -107,6 +108,7 @@ func TestShardMembersShareSlots(t *testing.T) {
 		})
 		return r
 	}
+	start := func(id string, cfg *rest.Config) *running { return startWith(id, cfg, slots) }
 	holding := func(want map[*running]int) func() (bool, string) {
 		return func() (bool, string) {
 			var state []string
@@ -213,11 +215,29 @@ func TestShardMembersShareSlots(t *testing.T) {
 	p.setHeld(false)
 
 	log.mu.Lock()
-	defer log.mu.Unlock()
 	for _, problem := range log.problems {
 		t.Error(problem)
 	}
 	if held := a.m.Held(); !slices.Equal(held, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
-		t.Errorf("a holds %v at the end", held)
+		t.Errorf("a holds %v before the change of slot count", held)
 	}
+	log.mu.Unlock()
+
+	// A rollout that changes the slot count: d cuts the hash space in 4,
+	// which overlaps a's 8 slots, so it takes none while a holds any, and
+	// all of them once a has left.
+	d := startWith("member-d", s.cl.admin, 4)
+	time.Sleep(4 * base.RetryPeriod)
+	if held := d.m.Held(); len(held) != 0 {
+		t.Fatalf("d (4 slots) took %v while a (8 slots) holds every slot", held)
+	}
+	a.stop()
+	if err := <-a.done; err != nil {
+		t.Fatalf("a's graceful stop: %v", err)
+	}
+	a.done <- nil
+	s.eventually(base.LeaseDuration, "d to take all 4 of its slots once a has left", func() (bool, string) {
+		held := d.m.Held()
+		return slices.Equal(held, []int{0, 1, 2, 3}), fmt.Sprint(held)
+	})
 }

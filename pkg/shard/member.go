@@ -33,6 +33,9 @@ const (
 	GroupLabel = "shard.samplecontroller.example.com/group"
 	SlotLabel  = "shard.samplecontroller.example.com/slot"
 	RoleLabel  = "shard.samplecontroller.example.com/role"
+	// SlotsLabel is the member's slot count (-shard-slots), on its own
+	// Lease and on the slots' Leases it takes.
+	SlotsLabel = "shard.samplecontroller.example.com/slots"
 )
 
 // Config configures a Member. The timings follow the leader election's
@@ -179,7 +182,15 @@ func (c Config) memberLease() string {
 	return c.Group + "-member-" + strings.ToLower(strings.ReplaceAll(c.Identity, "_", "-"))
 }
 
-func (c Config) slotLease(slot int) string { return fmt.Sprintf("%s-slot-%d", c.Group, slot) }
+// A slot's Lease names the slot count too: slot 3 of 16 and slot 3 of 32
+// are different hash ranges.
+func (c Config) slotLease(slot int) string {
+	return fmt.Sprintf("%s-slot-%d-of-%d", c.Group, slot, int(c.Slots))
+}
+
+func (c Config) labels(role string) map[string]string {
+	return map[string]string{GroupLabel: c.Group, RoleLabel: role, SlotsLabel: strconv.Itoa(int(c.Slots))}
+}
 
 // observed is what a member knows of another member's Lease: when, by its
 // own clock, it last saw the Lease change. Not the renewTime written in
@@ -191,9 +202,12 @@ type observed struct {
 
 // view is the state of the group as one member sees it at one moment.
 type view struct {
-	members []string       // live members' identities, self among them
+	members []string       // live members with our slot count, self among them
 	holders map[int]string // slot → live holder; absent: free
 	stale   []*coordinationv1.Lease
+	// wait names a live member with another slot count that holds slots:
+	// its ranges overlap ours, so we take none until it is gone.
+	wait string
 }
 
 // observe computes the view from the group's Leases, updating seen (member
@@ -201,9 +215,17 @@ type view struct {
 // has passed since its Lease last changed; a slot is free when its Lease
 // names no holder or a holder that is not live. Member Leases unchanged for
 // twice LeaseDuration are stale, left by a process that was killed.
+//
+// Members with another slot count (a rollout that changes -shard-slots)
+// cut the hash space differently, so their slots overlap ours: they do not
+// count in our share, and while one of them holds a slot, we take none
+// (and they, seeing us hold none, carry on). Once the old ones are gone,
+// the new ones take over; never both at once on one namespace.
 func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time) view {
 	v := view{holders: map[int]string{}}
+	ours := strconv.Itoa(int(c.Slots))
 	live := map[string]bool{c.Identity: true}
+	liveOther := map[string]bool{}
 	names := map[string]bool{}
 	for _, l := range leases {
 		if l.Labels[RoleLabel] != "member" || l.Spec.HolderIdentity == nil {
@@ -218,8 +240,10 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		id := *l.Spec.HolderIdentity
 		switch age := now.Sub(o.at); {
 		case id == c.Identity:
-		case age < c.LeaseDuration:
+		case age < c.LeaseDuration && l.Labels[SlotsLabel] == ours:
 			live[id] = true
+		case age < c.LeaseDuration:
+			liveOther[id] = true
 		case age >= 2*c.LeaseDuration:
 			v.stale = append(v.stale, l)
 		}
@@ -234,14 +258,21 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 	}
 	slices.Sort(v.members)
 	for _, l := range leases {
-		if l.Labels[RoleLabel] != "slot" {
+		if l.Labels[RoleLabel] != "slot" || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		h := *l.Spec.HolderIdentity
+		if l.Labels[SlotsLabel] != ours {
+			if liveOther[h] {
+				v.wait = h
+			}
 			continue
 		}
 		slot, err := strconv.Atoi(l.Labels[SlotLabel])
-		if err != nil || slot < 0 || slot >= int(c.Slots) || l.Spec.HolderIdentity == nil {
+		if err != nil || slot < 0 || slot >= int(c.Slots) {
 			continue
 		}
-		if h := *l.Spec.HolderIdentity; live[h] {
+		if live[h] {
 			v.holders[slot] = h
 		}
 	}
@@ -311,6 +342,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		finished = make(chan int, int(c.Slots))
 		workErrs = make(chan error, int(c.Slots))
 		seen     = map[string]observed{}
+		// waitingFor is the member of another slot count we wait for, if
+		// any, logged once (see observe).
+		waitingFor string
 		// The first tick comes one RetryPeriod after joining, so that
 		// members started together see each other before taking slots.
 		tick     = time.NewTicker(c.RetryPeriod)
@@ -385,6 +419,15 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 				keep = append(keep, slot)
 			}
 		}
+		if v.wait != "" {
+			if v.wait != waitingFor {
+				logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
+					"member", v.wait, "slots", int(c.Slots))
+			}
+			waitingFor = v.wait
+			continue
+		}
+		waitingFor = ""
 		release, acquire := Rebalance(keep, v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
 		for _, slot := range release {
 			logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
@@ -448,7 +491,7 @@ func (m *Member) join(ctx context.Context, leases leaseClient) (*coordinationv1.
 	now := metav1.NewMicroTime(time.Now())
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: c.memberLease(), Namespace: c.Namespace,
-			Labels: map[string]string{GroupLabel: c.Group, RoleLabel: "member"}},
+			Labels: c.labels("member")},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(c.Identity),
 			LeaseDurationSeconds: ptr.To(int32(c.LeaseDuration.Seconds())),
@@ -512,8 +555,9 @@ func (m *Member) acquire(ctx context.Context, leases leaseClient, lister coordin
 	var l *coordinationv1.Lease
 	switch {
 	case apierrors.IsNotFound(err):
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace,
-			Labels: map[string]string{GroupLabel: c.Group, RoleLabel: "slot", SlotLabel: strconv.Itoa(slot)}}}
+		labels := c.labels("slot")
+		labels[SlotLabel] = strconv.Itoa(slot)
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: labels}}
 	case err != nil:
 		return nil, false
 	default:

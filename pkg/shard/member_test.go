@@ -19,7 +19,7 @@ import (
 
 func lease(name, role, slot, holder, rv string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
-		Labels: map[string]string{GroupLabel: "g", RoleLabel: role}}}
+		Labels: map[string]string{GroupLabel: "g", RoleLabel: role, SlotsLabel: "4"}}}
 	if slot != "" {
 		l.Labels[SlotLabel] = slot
 	}
@@ -79,6 +79,20 @@ func TestObserve(t *testing.T) {
 	v = observe(c, leases("23", "4"), seen, t0.Add(21*time.Second))
 	if !slices.Contains(v.members, "c") || len(v.stale) != 0 {
 		t.Errorf("c renewed again: members %v, stale %d", v.members, len(v.stale))
+	}
+	// A member with another slot count holding a slot: we wait, and it
+	// does not count in our share. Once it holds none, it does not stop us.
+	other := lease("g-member-d", "member", "", "d", "1")
+	other.Labels[SlotsLabel] = "8"
+	otherSlot := lease("g-slot-5-of-8", "slot", "5", "d", "2")
+	otherSlot.Labels[SlotsLabel] = "8"
+	v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second))
+	if v.wait != "d" || slices.Contains(v.members, "d") {
+		t.Errorf("with a member of 8 slots holding one: wait %q, members %v; want to wait for d, not count it", v.wait, v.members)
+	}
+	otherSlot.Spec.HolderIdentity = nil
+	if v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second)); v.wait != "" {
+		t.Errorf("a member of another slot count holding nothing makes us wait for %q", v.wait)
 	}
 	// A deleted Lease is forgotten.
 	observe(c, leases("24", "4")[:2], seen, t0.Add(22*time.Second))
