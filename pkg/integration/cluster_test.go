@@ -47,6 +47,11 @@ const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+# Lease writes with their bodies: which holder each write named (the
+# sharding tests rebuild who held each slot when).
+- level: Request
+  users: ["` + controllerUser + `"]
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
 - level: Metadata
   users: ["` + controllerUser + `"]
 - level: None

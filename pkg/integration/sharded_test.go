@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -216,5 +217,166 @@ func testShardedReplicas(t *testing.T, opts clusterOptions, filters string) {
 		if ptr.Deref(l.Spec.HolderIdentity, "") == idA {
 			t.Errorf("a's member Lease %s is still there after its graceful stop", l.Name)
 		}
+	}
+}
+
+// leaseWrite is a successful write of a slot's Lease, from the audit log.
+type leaseWrite struct {
+	at     time.Time
+	lease  string
+	holder string // the holder the write named; "" for a release
+}
+
+// slotWrites reads, from the cluster's audit log, every successful write
+// of a slot Lease in namespace ns, in the order the API server received
+// them, and every other successful write by a controller replica (its
+// identity from the user agent), by namespace.
+func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent) {
+	t.Helper()
+	b, err := os.ReadFile(cl.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes = map[string][]auditEvent{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			auditEvent
+			RequestObject *struct {
+				Spec struct {
+					HolderIdentity *string `json:"holderIdentity"`
+				} `json:"spec"`
+			} `json:"requestObject"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Stage != "ResponseComplete" || e.User.Username != controllerUser ||
+			e.ObjectRef == nil || !writeVerbs[e.Verb] || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		if e.ObjectRef.Resource == "leases" {
+			if e.ObjectRef.Namespace == ns && strings.Contains(e.ObjectRef.Name, "-slot-") && e.RequestObject != nil {
+				leases = append(leases, leaseWrite{at: e.RequestReceivedTimestamp.Time, lease: e.ObjectRef.Name,
+					holder: ptr.Deref(e.RequestObject.Spec.HolderIdentity, "")})
+			}
+			continue
+		}
+		writes[e.ObjectRef.Namespace] = append(writes[e.ObjectRef.Namespace], e.auditEvent)
+	}
+	slices.SortFunc(leases, func(a, b leaseWrite) int { return a.at.Compare(b.at) })
+	return leases, writes
+}
+
+// heldAt says who held a slot's Lease at time at, by the last write before
+// it: the API server's own order, not any replica's clock.
+func heldAt(leases []leaseWrite, lease string, at time.Time) string {
+	holder := ""
+	for _, w := range leases {
+		if w.lease != lease || !w.at.Before(at) {
+			continue
+		}
+		holder = w.holder
+	}
+	return holder
+}
+
+// TestShardedReplicasChurn: replicas join, are killed and leave in the
+// middle of a burst of Foos over namespaces that cover every slot. Nothing
+// is lost (every Foo converges, no Deployment orphaned or doubled), and the
+// audit log shows that every write to a namespace came from the replica
+// holding that namespace's slot Lease when the API server received it:
+// never two replicas writing for one Foo in overlapping windows.
+func TestShardedReplicasChurn(t *testing.T) {
+	t.Parallel()
+	cl := privateCluster(t, clusterOptions{})
+	const slots = shard.Slots(4)
+	var spaces []*scenario
+	bySlot := map[int]int{}
+	for len(bySlot) < int(slots) || len(spaces) < 8 {
+		sp := newScenarioOn(t, cl)
+		spaces = append(spaces, sp)
+		bySlot[slots.Of(sp.ns)]++
+		if len(spaces) > 40 {
+			t.Fatalf("40 namespaces did not cover %d slots: %v", int(slots), bySlot)
+		}
+	}
+	s := spaces[0]
+	args := []string{
+		"-kubeconfig=" + cl.ctrlKC, "-v=2",
+		"-metrics-bind-address=0", "-health-probe-bind-address=0",
+		"-shard-slots=4", "-leader-elect-namespace=" + s.ns,
+		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
+	}
+	start := func() *process { return s.launch(controllerBin, nil, args...) }
+	slotLeases := func() int {
+		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range list.Items {
+			if ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+				n++
+			}
+		}
+		return n
+	}
+
+	a, b := start(), start()
+	s.eventually(30*time.Second, "every slot held", func() (bool, string) { return slotLeases() == int(slots), fmt.Sprint(slotLeases()) })
+
+	// The burst: 25 Foos in each namespace, created while the membership
+	// changes.
+	const per = 25
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		for i := range per {
+			for _, sp := range spaces {
+				sp.createFoo(newFoo(fmt.Sprintf("churn-%03d", i), fmt.Sprintf("churn-%03d", i), 1))
+			}
+		}
+	}()
+	burst := time.Now()
+	time.Sleep(2 * time.Second)
+	c := start() // joins: a and b hand slots over
+	time.Sleep(3 * time.Second)
+	b.kill() // killed: its slots wait for its Lease to expire
+	time.Sleep(2 * time.Second)
+	if err := a.stop(30 * time.Second); err != nil { // leaves gracefully
+		t.Errorf("a's graceful stop: %v", err)
+	}
+	d := start() // and another joins
+	<-created
+	t.Logf("burst of %d Foos created in %v, with a replica added, one killed, one stopped and one added", per*len(spaces), time.Since(burst).Round(time.Millisecond))
+	for _, sp := range spaces {
+		sp.eventually(3*time.Minute, "every Foo of "+sp.ns+" converged, none orphaned", sp.invariants)
+	}
+	t.Logf("everything converged %v after the burst began", time.Since(burst).Round(time.Millisecond))
+	if !c.running() || !d.running() {
+		t.Errorf("c or d exited: c %v, d %v", c.running(), d.running())
+	}
+
+	leases, writes := slotWrites(t, cl, s.ns)
+	identities := map[string]bool{}
+	var history []string
+	for _, w := range leases {
+		identities[w.holder] = true
+		history = append(history, fmt.Sprintf("%s %s→%q", w.at.Format("05.000"), strings.TrimPrefix(w.lease, "foo-controller-"), w.holder))
+	}
+	t.Logf("slot Lease writes (seconds, slot, holder named): %s", strings.Join(history, ", "))
+	checked := 0
+	for _, sp := range spaces {
+		lease := fmt.Sprintf("foo-controller-slot-%d-of-%d", slots.Of(sp.ns), int(slots))
+		for _, w := range writes[sp.ns] {
+			holder := heldAt(leases, lease, w.RequestReceivedTimestamp.Time)
+			if holder == "" || !strings.Contains(w.UserAgent, holder) {
+				t.Errorf("%s %s %s/%s at %s by %q while %s was held by %q",
+					w.Verb, w.resource(), sp.ns, w.ObjectRef.Name, w.RequestReceivedTimestamp.Format("15:04:05.000000"), w.UserAgent, lease, holder)
+				continue
+			}
+			checked++
+		}
+	}
+	t.Logf("%d writes checked against %d slot Lease writes by %d replicas: each from its slot's holder", checked, len(leases), len(identities)-1)
+	if checked < per*len(spaces) {
+		t.Errorf("only %d writes checked; want at least one per Foo (%d)", checked, per*len(spaces))
 	}
 }
