@@ -321,11 +321,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}))
 	lister := factory.Coordination().V1().Leases().Lister().Leases(c.Namespace)
 	informer := factory.Coordination().V1().Leases().Informer()
+	// Stopped, not waited for: a reflector backing off after a failed
+	// watch ignores its stop channel until the backoff ends (client-go
+	// v0.37), and a member that lost its Lease must return at once.
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		stopWatch()
-		factory.Shutdown()
-	}()
+	defer stopWatch()
 	factory.Start(watchCtx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return ctx.Err()
