@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -204,53 +204,70 @@ type observed struct {
 type view struct {
 	members []string       // live members with our slot count, self among them
 	holders map[int]string // slot → live holder; absent: free
+	slots   map[int]*coordinationv1.Lease
 	stale   []*coordinationv1.Lease
 	// wait names a live member with another slot count that holds slots:
-	// its ranges overlap ours, so we take none until it is gone.
-	wait string
+	// its ranges overlap ours, so we take none until it is gone; yield is
+	// set when that member is also older than us, and we must let go of
+	// what we hold.
+	wait  string
+	yield bool
 }
 
-// observe computes the view from the group's Leases, updating seen (member
-// Lease name → last change observed). A member is live until LeaseDuration
-// has passed since its Lease last changed; a slot is free when its Lease
-// names no holder or a holder that is not live. Member Leases unchanged for
-// twice LeaseDuration are stale, left by a process that was killed.
+// observe computes the view from the group's Leases (a snapshot of the
+// member's cache), updating seen (Lease name → last change observed). A
+// member is live until LeaseDuration has passed since its Lease last
+// changed, by our clock; a slot is free when its Lease names no holder, or
+// a holder that is not live. Member Leases unchanged for twice
+// LeaseDuration are stale, left by a process that was killed.
+//
+// Expiry is judged only when the cache is fresh (it shows our own latest
+// renewals): a cache whose watch stalled would show every other member
+// unchanged, and we would take slots from members that are alive. A slot
+// whose holder has no member Lease at all (deleted by hand) is free only
+// once the slot's own Lease has not changed for LeaseDuration either: the
+// holder may still be working on it until it notices.
 //
 // Members with another slot count (a rollout that changes -shard-slots)
 // cut the hash space differently, so their slots overlap ours: they do not
-// count in our share, and while one of them holds a slot, we take none
-// (and they, seeing us hold none, carry on). Once the old ones are gone,
-// the new ones take over; never both at once on one namespace.
-func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time) view {
-	v := view{holders: map[int]string{}}
+// count in our share, and while one of them holds a slot, we take none.
+// If two such members hold slots at once (they started together), the
+// younger (the later member Lease, then the greater identity) lets go.
+func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time, fresh bool) view {
+	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}}
 	ours := strconv.Itoa(int(c.Slots))
 	live := map[string]bool{c.Identity: true}
-	liveOther := map[string]bool{}
+	known := map[string]bool{}
+	liveOther := map[string]*coordinationv1.Lease{}
+	var self *coordinationv1.Lease
 	names := map[string]bool{}
-	for _, l := range leases {
-		if l.Labels[RoleLabel] != "member" || l.Spec.HolderIdentity == nil {
-			continue
-		}
+	age := func(l *coordinationv1.Lease) time.Duration {
 		names[l.Name] = true
 		o, ok := seen[l.Name]
 		if !ok || o.resourceVersion != l.ResourceVersion {
 			o = observed{resourceVersion: l.ResourceVersion, at: now}
 			seen[l.Name] = o
 		}
-		id := *l.Spec.HolderIdentity
-		switch age := now.Sub(o.at); {
-		case id == c.Identity:
-		case age < c.LeaseDuration && l.Labels[SlotsLabel] == ours:
-			live[id] = true
-		case age < c.LeaseDuration:
-			liveOther[id] = true
-		case age >= 2*c.LeaseDuration:
-			v.stale = append(v.stale, l)
+		if !fresh {
+			return 0
 		}
+		return now.Sub(o.at)
 	}
-	for name := range seen {
-		if !names[name] {
-			delete(seen, name)
+	for _, l := range leases {
+		if l.Labels[RoleLabel] != "member" || l.Spec.HolderIdentity == nil {
+			continue
+		}
+		id := *l.Spec.HolderIdentity
+		known[id] = true
+		switch a := age(l); {
+		case id == c.Identity:
+			self = l
+		case a < c.LeaseDuration && l.Labels[SlotsLabel] == ours:
+			live[id] = true
+		case a < c.LeaseDuration:
+			liveOther[id] = l
+		case a >= 2*c.LeaseDuration:
+			v.stale = append(v.stale, l)
 		}
 	}
 	for id := range live {
@@ -258,13 +275,17 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 	}
 	slices.Sort(v.members)
 	for _, l := range leases {
-		if l.Labels[RoleLabel] != "slot" || l.Spec.HolderIdentity == nil {
+		if l.Labels[RoleLabel] != "slot" {
 			continue
 		}
-		h := *l.Spec.HolderIdentity
+		a := age(l)
+		h := ptr.Deref(l.Spec.HolderIdentity, "")
 		if l.Labels[SlotsLabel] != ours {
-			if liveOther[h] {
+			if other := liveOther[h]; other != nil {
 				v.wait = h
+				if self != nil && older(other, self) {
+					v.yield = true
+				}
 			}
 			continue
 		}
@@ -272,11 +293,30 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		if err != nil || slot < 0 || slot >= int(c.Slots) {
 			continue
 		}
-		if live[h] {
+		v.slots[slot] = l
+		switch {
+		case h == "":
+		case live[h]:
 			v.holders[slot] = h
+		case !known[h] && a < c.LeaseDuration:
+			v.holders[slot] = h // its member Lease is gone, but it may still be at work
+		}
+	}
+	for name := range seen {
+		if !names[name] {
+			delete(seen, name)
 		}
 	}
 	return v
+}
+
+// older reports whether member Lease a was created before b (the API
+// server's clock), the identity breaking a tie.
+func older(a, b *coordinationv1.Lease) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return ptr.Deref(a.Spec.HolderIdentity, "") < ptr.Deref(b.Spec.HolderIdentity, "")
 }
 
 // free lists the slots no live member holds.
@@ -295,6 +335,10 @@ type slotState struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Work returned and the slot was released
 	going  bool          // Work was asked to stop (Run's goroutine only)
+	since  time.Time     // when we took it
+	// taken is set when the slot's Lease was found naming another member:
+	// writes for it stop at once, and it is not released (not ours).
+	taken atomic.Bool
 }
 
 // Run joins the group and runs work for each slot this member holds, until
@@ -345,6 +389,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// waitingFor is the member of another slot count we wait for, if
 		// any, logged once (see observe).
 		waitingFor string
+		// recent are the resourceVersions of our last two renewals.
+		recent [2]string
 		// The first tick comes one RetryPeriod after joining, so that
 		// members started together see each other before taking slots.
 		tick     = time.NewTicker(c.RetryPeriod)
@@ -386,6 +432,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}
 
 		// Renew first: nothing else counts if we cannot.
+		tickStart := time.Now()
 		renewed, err := m.renew(apiCtx, leases, self)
 		if err != nil {
 			if m.fence.Check() != nil || errors.Is(err, errTaken) || apierrors.IsNotFound(err) {
@@ -395,6 +442,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			logger.Info("Could not renew the member Lease; trying again", "err", err.Error())
 			continue
 		}
+		recent = [2]string{self.ResourceVersion, renewed.ResourceVersion}
 		self = renewed
 		if stopping == nil {
 			continue
@@ -404,7 +452,35 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		if err != nil {
 			return lost(err)
 		}
-		v := observe(c, all, seen, time.Now())
+		// Fresh: the cache shows one of our last two renewals.
+		fresh := false
+		if cached, err := lister.Get(self.Name); err == nil {
+			fresh = cached.ResourceVersion == recent[0] || cached.ResourceVersion == recent[1]
+		}
+		v := observe(c, all, seen, time.Now(), fresh)
+		// A slot whose Lease names another member now (deleted by hand and
+		// taken, or taken while our view was wrong) is not ours: stop
+		// writing for it at once, and do not release it.
+		for slot, st := range slots {
+			l := v.slots[slot]
+			switch {
+			case st.going:
+			case l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity && fresh,
+				l == nil && fresh && time.Since(st.since) > c.LeaseDuration:
+				holder := "(no Lease)"
+				if l != nil {
+					holder = ptr.Deref(l.Spec.HolderIdentity, "")
+				}
+				logger.Info("The Lease of a slot held here no longer names this member; stopping its writes at once, without releasing it",
+					"slot", slot, "holder", holder)
+				st.taken.Store(true)
+				m.mu.Lock()
+				delete(m.writing, slot)
+				m.mu.Unlock()
+				st.going = true
+				st.cancel()
+			}
+		}
 		for _, l := range v.stale {
 			// Left by a killed process; the precondition keeps us from
 			// deleting one that came back to life.
@@ -422,9 +498,16 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		if v.wait != "" {
 			if v.wait != waitingFor {
 				logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
-					"member", v.wait, "slots", int(c.Slots))
+					"member", v.wait, "slots", int(c.Slots), "handingOver", v.yield)
 			}
 			waitingFor = v.wait
+			if v.yield {
+				// Both hold slots and it is older: ours go.
+				for _, slot := range keep {
+					slots[slot].going = true
+					slots[slot].cancel()
+				}
+			}
 			continue
 		}
 		waitingFor = ""
@@ -435,7 +518,13 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			slots[slot].cancel()
 		}
 		for _, slot := range acquire {
-			l, ok := m.acquire(ctx, leases, lister, slot)
+			if _, ours := slots[slot]; ours {
+				continue // still stopping here
+			}
+			if time.Since(tickStart) > c.RetryPeriod/2 {
+				break // the rest at the next tick, after the next renewal
+			}
+			l, ok := m.acquire(ctx, leases, v.slots[slot], slot)
 			if !ok {
 				continue
 			}
@@ -450,7 +539,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, work Work, finished chan<- int, errs chan<- error) *slotState {
 	slot, _ := strconv.Atoi(l.Labels[SlotLabel])
 	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &slotState{cancel: cancel, done: make(chan struct{})}
+	s := &slotState{cancel: cancel, done: make(chan struct{}), since: time.Now()}
 	m.mu.Lock()
 	m.writing[slot] = true
 	m.mu.Unlock()
@@ -469,10 +558,10 @@ func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv
 			errs <- fmt.Errorf("slot %d: %w", slot, err)
 			return
 		}
-		if m.fence.Check() != nil {
-			return // lost: the Lease expires by itself
+		if m.fence.Check() != nil || s.taken.Load() {
+			return // lost, or the slot is another's now: nothing to release
 		}
-		m.releaseSlot(context.WithoutCancel(ctx), leases, l.Name)
+		m.releaseSlot(context.WithoutCancel(ctx), leases, l.Name, slot)
 	}()
 	return s
 }
@@ -545,22 +634,18 @@ func (m *Member) renew(ctx context.Context, leases leaseClient, self *coordinati
 // errTaken is why a member is lost when its own Lease was taken over.
 var errTaken = errors.New("taken over")
 
-// acquire writes us into a free slot's Lease, preconditioned on the
-// version we saw free: if another member took it first, we do not.
-func (m *Member) acquire(ctx context.Context, leases leaseClient, lister coordinationlisters.LeaseNamespaceLister, slot int) (*coordinationv1.Lease, bool) {
+// acquire writes us into a slot's Lease as the view saw it free (cur; nil
+// when there was none), preconditioned on that very version: if another
+// member took it since, or took it first, we do not.
+func (m *Member) acquire(ctx context.Context, leases leaseClient, cur *coordinationv1.Lease, slot int) (*coordinationv1.Lease, bool) {
 	c := m.cfg
 	now := metav1.NewMicroTime(time.Now())
-	name := c.slotLease(slot)
-	cur, err := lister.Get(name)
 	var l *coordinationv1.Lease
-	switch {
-	case apierrors.IsNotFound(err):
+	if cur == nil {
 		labels := c.labels("slot")
 		labels[SlotLabel] = strconv.Itoa(slot)
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: labels}}
-	case err != nil:
-		return nil, false
-	default:
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.slotLease(slot), Namespace: c.Namespace, Labels: labels}}
+	} else {
 		l = cur.DeepCopy()
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	}
@@ -569,7 +654,10 @@ func (m *Member) acquire(ctx context.Context, leases leaseClient, lister coordin
 	l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
 	defer cancel()
-	var got *coordinationv1.Lease
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
 	if cur == nil {
 		got, err = leases.Create(ctx, l, metav1.CreateOptions{})
 	} else {
@@ -585,20 +673,24 @@ func (m *Member) acquire(ctx context.Context, leases leaseClient, lister coordin
 }
 
 // releaseSlot clears the holder of a slot's Lease, if it still names us.
-func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name string) {
+func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name string, slot int) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
 	defer cancel()
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == m.cfg.Identity {
+	if err == nil && ptr.Deref(l.Spec.HolderIdentity, "") != m.cfg.Identity {
+		logger.Info("Not releasing a slot whose Lease names another member", "slot", slot, "holder", ptr.Deref(l.Spec.HolderIdentity, ""))
+		return
+	}
+	if err == nil {
 		l.Spec.HolderIdentity = nil
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		logger.Error(err, "Could not release a slot; another member takes it when this one's Lease expires", "lease", klog.KRef(m.cfg.Namespace, name))
+		logger.Error(err, "Could not release a slot; another member takes it when this one's Lease expires", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
 		return
 	}
-	logger.Info("Released a slot", "lease", klog.KRef(m.cfg.Namespace, name))
+	logger.Info("Released a slot", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
 }
 
 // leave deletes the member's Lease once every slot was released, so that

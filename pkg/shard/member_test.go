@@ -48,7 +48,7 @@ func TestObserve(t *testing.T) {
 			lease("g-slot-9", "slot", "9", "b", "9"), // out of range: ignored
 		}
 	}
-	v := observe(c, leases("2", "3"), seen, t0)
+	v := observe(c, leases("2", "3"), seen, t0, true)
 	if want := []string{"b", "c", "self"}; !slices.Equal(v.members, want) {
 		t.Errorf("first sight: members %v, want %v (a Lease first seen counts as just renewed)", v.members, want)
 	}
@@ -57,11 +57,11 @@ func TestObserve(t *testing.T) {
 	}
 	// b renews, c does not: c stays live until LeaseDuration after we
 	// first saw its version.
-	v = observe(c, leases("20", "3"), seen, t0.Add(9*time.Second))
+	v = observe(c, leases("20", "3"), seen, t0.Add(9*time.Second), true)
 	if !slices.Contains(v.members, "c") {
 		t.Errorf("c dropped before its Lease expired")
 	}
-	v = observe(c, leases("21", "3"), seen, t0.Add(10*time.Second))
+	v = observe(c, leases("21", "3"), seen, t0.Add(10*time.Second), true)
 	if want := []string{"b", "self"}; !slices.Equal(v.members, want) {
 		t.Errorf("after c's Lease expired: members %v, want %v", v.members, want)
 	}
@@ -71,12 +71,12 @@ func TestObserve(t *testing.T) {
 	if len(v.stale) != 0 {
 		t.Errorf("c stale after one LeaseDuration")
 	}
-	v = observe(c, leases("22", "3"), seen, t0.Add(20*time.Second))
+	v = observe(c, leases("22", "3"), seen, t0.Add(20*time.Second), true)
 	if len(v.stale) != 1 || v.stale[0].Name != "g-member-c" {
 		t.Errorf("after twice LeaseDuration: stale %v, want c's Lease", v.stale)
 	}
 	// c comes back (a new version): live again at once.
-	v = observe(c, leases("23", "4"), seen, t0.Add(21*time.Second))
+	v = observe(c, leases("23", "4"), seen, t0.Add(21*time.Second), true)
 	if !slices.Contains(v.members, "c") || len(v.stale) != 0 {
 		t.Errorf("c renewed again: members %v, stale %d", v.members, len(v.stale))
 	}
@@ -86,18 +86,58 @@ func TestObserve(t *testing.T) {
 	other.Labels[SlotsLabel] = "8"
 	otherSlot := lease("g-slot-5-of-8", "slot", "5", "d", "2")
 	otherSlot.Labels[SlotsLabel] = "8"
-	v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second))
+	v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second), true)
 	if v.wait != "d" || slices.Contains(v.members, "d") {
 		t.Errorf("with a member of 8 slots holding one: wait %q, members %v; want to wait for d, not count it", v.wait, v.members)
 	}
 	otherSlot.Spec.HolderIdentity = nil
-	if v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second)); v.wait != "" {
+	if v = observe(c, append(leases("23", "4"), other, otherSlot), seen, t0.Add(21*time.Second), true); v.wait != "" {
 		t.Errorf("a member of another slot count holding nothing makes us wait for %q", v.wait)
 	}
+	// Both of us hold slots and d is older: we yield. Younger: we keep.
+	self := lease("g-member-self", "member", "", "self", "1")
+	self.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	other.CreationTimestamp = metav1.NewTime(t0)
+	otherSlot.Spec.HolderIdentity = ptr.To("d")
+	both := append(leases("23", "4")[1:], self, other, otherSlot)
+	if v = observe(c, both, seen, t0.Add(21*time.Second), true); !v.yield {
+		t.Errorf("an older member of another slot count holds slots: yield %v, want true", v.yield)
+	}
+	other.CreationTimestamp = metav1.NewTime(t0.Add(2 * time.Second))
+	if v = observe(c, both, seen, t0.Add(21*time.Second), true); v.yield || v.wait != "d" {
+		t.Errorf("a younger member of another slot count holds slots: yield %v wait %q, want to keep ours and wait", v.yield, v.wait)
+	}
 	// A deleted Lease is forgotten.
-	observe(c, leases("24", "4")[:2], seen, t0.Add(22*time.Second))
+	observe(c, leases("24", "4")[:2], seen, t0.Add(22*time.Second), true)
 	if _, ok := seen["g-member-c"]; ok {
 		t.Errorf("seen keeps a Lease that is gone")
+	}
+}
+
+// TestObserveStaleCacheAndMissingMembers: a cache that stopped moving (a
+// stalled watch) expires nobody; a slot whose holder has no member Lease is
+// held until the slot's own Lease has not changed for LeaseDuration.
+func TestObserveStaleCacheAndMissingMembers(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	seen := map[string]observed{}
+	leases := []*coordinationv1.Lease{
+		lease("g-member-self", "member", "", "self", "1"),
+		lease("g-member-b", "member", "", "b", "2"),
+		lease("g-slot-0", "slot", "0", "b", "3"),
+		lease("g-slot-1", "slot", "1", "ghost", "4"), // its member Lease was deleted
+	}
+	observe(c, leases, seen, t0, true)
+	if v := observe(c, leases, seen, t0.Add(time.Minute), false); len(v.free(c.Slots)) != 2 || !slices.Contains(v.members, "b") {
+		t.Errorf("stale cache: free %v, members %v; want b live and slots 0, 1 held", v.free(c.Slots), v.members)
+	}
+	seen = map[string]observed{}
+	observe(c, leases, seen, t0, true)
+	if v := observe(c, leases, seen, t0.Add(9*time.Second), true); v.holders[1] != "ghost" {
+		t.Errorf("a holder without a member Lease freed its slot before LeaseDuration: %v", v.holders)
+	}
+	if v := observe(c, leases, seen, t0.Add(10*time.Second), true); slices.Equal(v.free(c.Slots), []int{0, 1, 2, 3}) == false {
+		t.Errorf("after LeaseDuration, free %v, want every slot (b expired, ghost's slot unchanged)", v.free(c.Slots))
 	}
 }
 
