@@ -228,8 +228,12 @@ func run(ctx context.Context, o options) (err error) {
 	// tell which replica sent a request.
 	identity := leader.Identity()
 	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
-	// The Lease is renewed over a client of its own, outside the fence.
+	// The Lease is renewed over a client of its own, outside the fence, and
+	// outside any client-side rate limit (-kube-api-qps): a renewal must
+	// never wait behind the work it keeps safe. (Sharded, taking 256 slots
+	// at -kube-api-qps=5 starved the member's renewals until it lost them.)
 	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.QPS = -1
 	var member *shard.Member
 	if o.shardSlots > 0 {
 		// Every other client writes only to the namespaces of the slots

@@ -67,7 +67,7 @@ if [[ "${replicas}" == 1 ]]; then
     _output/bin/foo-controller "${args[@]}"
     status=$?
 else
-    if [[ " ${args[*]} " != *" -shard-slots="* ]]; then
+    if [[ " ${args[*]} " != *"shard-slots"* ]]; then
         args+=("-shard-slots=16")
     fi
     # Each in the background, in this shell's process group: Ctrl-C reaches

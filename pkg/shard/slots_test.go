@@ -141,3 +141,28 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+// TestSequentialNamesCrowd documents a property of the API server's hash
+// that docs/sharding.md warns about: FNV-1a's high bits, which pick the
+// slot, barely depend on a name's last characters, so namespaces named in
+// sequence fall into few slots.
+func TestSequentialNamesCrowd(t *testing.T) {
+	const n = Slots(16)
+	for _, tc := range []struct {
+		format   string
+		count    int
+		maxSlots int
+	}{
+		{"prod-%03d", 100, 1},
+		{"tenant-%d", 100, 2},
+	} {
+		used := map[int]int{}
+		for i := range tc.count {
+			used[n.Of(fmt.Sprintf(tc.format, i))]++
+		}
+		if len(used) > tc.maxSlots {
+			t.Errorf("%q × %d: %d slots of 16 (%v); the docs say at most %d", tc.format, tc.count, len(used), used, tc.maxSlots)
+		}
+		t.Logf("%q × %d: slots %v", tc.format, tc.count, used)
+	}
+}
