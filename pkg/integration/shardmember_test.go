@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/shard"
@@ -74,6 +76,13 @@ func TestShardMembersShareSlots(t *testing.T) {
 		}
 	}
 	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	nsOf4 := func(slot int) string {
+		for i := 0; ; i++ {
+			if name := fmt.Sprintf("tenant-%d", i); shard.Slots(4).Of(name) == slot {
+				return name
+			}
+		}
+	}
 
 	type running struct {
 		m    *shard.Member
@@ -240,6 +249,40 @@ func TestShardMembersShareSlots(t *testing.T) {
 		held := d.m.Held()
 		return slices.Equal(held, []int{0, 1, 2, 3}), fmt.Sprint(held)
 	})
+
+	// Someone else's name written into one of d's slot Leases (by hand,
+	// or a member with a wrong view): d stops writing for that slot at
+	// once and does not release it; the name belongs to no live member, so
+	// once the Lease has been unchanged for a lease duration d takes it
+	// back.
+	leases := s.kube.CoordinationV1().Leases(s.ns)
+	l, err := leases.Get(s.ctx, "shard-test-slot-0-of-4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("intruder")
+	if _, err := leases.Update(s.ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	overwritten := time.Now()
+	s.eventually(4*base.RetryPeriod, "d to stop writing for slot 0", func() (bool, string) {
+		return d.m.Check(nsOf4(0)) != nil, fmt.Sprint(d.m.Held())
+	})
+	stopped := time.Since(overwritten)
+	if l, err := leases.Get(s.ctx, "shard-test-slot-0-of-4", metav1.GetOptions{}); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "intruder" {
+		t.Errorf("slot 0's Lease after d stopped: %v %v, want it still naming the intruder (not released)", ptrHolder(l), err)
+	}
+	s.eventually(3*base.LeaseDuration, "d to take slot 0 back", func() (bool, string) {
+		return slices.Contains(d.m.Held(), 0), fmt.Sprint(d.m.Held())
+	})
+	t.Logf("slot Lease overwritten: d stopped writing for it after %v, took it back after %v", stopped.Round(time.Millisecond), time.Since(overwritten).Round(time.Millisecond))
+}
+
+func ptrHolder(l *coordinationv1.Lease) string {
+	if l == nil {
+		return "(none)"
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
 }
 
 // TestShardMembersStartedTogether: members that start at the same moment
