@@ -375,6 +375,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		return ctx.Err()
 	}
 
+	joinSent := time.Now()
 	self, err := m.join(ctx, leases)
 	if err != nil {
 		return err
@@ -389,8 +390,10 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// waitingFor is the member of another slot count we wait for, if
 		// any, logged once (see observe).
 		waitingFor string
-		// recent are the resourceVersions of our last two renewals.
-		recent [2]string
+		// recent are the resourceVersions of our last two renewals (or
+		// the join), sent no earlier than recentSent.
+		recent     = [2]string{"", self.ResourceVersion}
+		recentSent = [2]time.Time{{}, joinSent}
 		// The first tick comes one RetryPeriod after joining, so that
 		// members started together see each other before taking slots.
 		tick     = time.NewTicker(c.RetryPeriod)
@@ -443,6 +446,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			continue
 		}
 		recent = [2]string{self.ResourceVersion, renewed.ResourceVersion}
+		recentSent = [2]time.Time{recentSent[1], tickStart}
 		self = renewed
 		if stopping == nil {
 			continue
@@ -452,10 +456,20 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		if err != nil {
 			return lost(err)
 		}
-		// Fresh: the cache shows one of our last two renewals.
-		fresh := false
+		// Fresh: the cache shows one of our last two renewals. It then
+		// holds every change the API server made before that renewal was
+		// sent (a watch delivers in order), among them every slot we had
+		// taken by then: covered is when that renewal was sent.
+		var (
+			fresh   bool
+			covered time.Time
+		)
 		if cached, err := lister.Get(self.Name); err == nil {
-			fresh = cached.ResourceVersion == recent[0] || cached.ResourceVersion == recent[1]
+			for i, rv := range recent {
+				if cached.ResourceVersion == rv {
+					fresh, covered = true, recentSent[i]
+				}
+			}
 		}
 		v := observe(c, all, seen, time.Now(), fresh)
 		// A slot whose Lease names another member now (deleted by hand and
@@ -465,8 +479,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			l := v.slots[slot]
 			switch {
 			case st.going:
-			case l != nil && ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity && fresh,
-				l == nil && fresh && time.Since(st.since) > c.LeaseDuration:
+			case !fresh || !st.since.Before(covered):
+				// The cache may not show our taking it yet.
+			case l == nil || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity:
 				holder := "(no Lease)"
 				if l != nil {
 					holder = ptr.Deref(l.Spec.HolderIdentity, "")
