@@ -392,7 +392,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		waitingFor string
 		// recent are the resourceVersions of our last two renewals (or
 		// the join), sent no earlier than recentSent.
-		recent     = [2]string{"", self.ResourceVersion}
+		recent     [2]string
 		recentSent = [2]time.Time{{}, joinSent}
 		// The first tick comes one RetryPeriod after joining, so that
 		// members started together see each other before taking slots.
