@@ -225,8 +225,8 @@ type view struct {
 // renewals): a cache whose watch stalled would show every other member
 // unchanged, and we would take slots from members that are alive. A slot
 // whose holder has no member Lease at all (deleted by hand) is free only
-// once the slot's own Lease has not changed for LeaseDuration either: the
-// holder may still be working on it until it notices.
+// once we have seen it so for LeaseDuration: the holder may still be
+// working on it until its next renewal fails.
 //
 // Members with another slot count (a rollout that changes -shard-slots)
 // cut the hash space differently, so their slots overlap ours: they do not
@@ -278,7 +278,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		if l.Labels[RoleLabel] != "slot" {
 			continue
 		}
-		a := age(l)
+		names[l.Name] = true
 		h := ptr.Deref(l.Spec.HolderIdentity, "")
 		if l.Labels[SlotsLabel] != ours {
 			if other := liveOther[h]; other != nil {
@@ -298,8 +298,21 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		case h == "":
 		case live[h]:
 			v.holders[slot] = h
-		case !known[h] && a < c.LeaseDuration:
-			v.holders[slot] = h // its member Lease is gone, but it may still be at work
+		case !known[h]:
+			// Its member Lease is gone (deleted by hand), but it may
+			// still be at work until its next renewal fails: free once we
+			// have seen it without a member Lease for a lease duration
+			// (not from the slot Lease's age, which is as old as the take).
+			key := "gone/" + h
+			names[key] = true
+			g, ok := seen[key]
+			if !ok {
+				g = observed{at: now}
+				seen[key] = g
+			}
+			if !fresh || now.Sub(g.at) < c.LeaseDuration {
+				v.holders[slot] = h
+			}
 		}
 	}
 	for name := range seen {

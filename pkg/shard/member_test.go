@@ -139,6 +139,25 @@ func TestObserveStaleCacheAndMissingMembers(t *testing.T) {
 	if v := observe(c, leases, seen, t0.Add(10*time.Second), true); slices.Equal(v.free(c.Slots), []int{0, 1, 2, 3}) == false {
 		t.Errorf("after LeaseDuration, free %v, want every slot (b expired, ghost's slot unchanged)", v.free(c.Slots))
 	}
+	// A member Lease deleted by hand long after its slot was taken (the
+	// slot Lease is old): its slot stays held for a lease duration from
+	// when we first miss the member Lease, not from the slot Lease's age.
+	seen = map[string]observed{}
+	withB := []*coordinationv1.Lease{
+		lease("g-member-self", "member", "", "self", "1"),
+		lease("g-member-b", "member", "", "b", "2"),
+		lease("g-slot-0", "slot", "0", "b", "3"),
+	}
+	observe(c, withB, seen, t0, true)
+	withB[1] = lease("g-member-b", "member", "", "b", "20") // b renews for a minute
+	observe(c, withB, seen, t0.Add(time.Minute), true)
+	deleted := []*coordinationv1.Lease{withB[0], withB[2]}
+	if v := observe(c, deleted, seen, t0.Add(time.Minute+time.Second), true); v.holders[0] != "b" {
+		t.Errorf("b's member Lease deleted a second ago: slot 0 free already (%v)", v.holders)
+	}
+	if v := observe(c, deleted, seen, t0.Add(time.Minute+11*time.Second), true); v.holders[0] != "" {
+		t.Errorf("b's member Lease missing for LeaseDuration: slot 0 still held by %q", v.holders[0])
+	}
 }
 
 // TestMemberCheck: a write passes only while the member renews and holds
