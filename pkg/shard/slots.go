@@ -1,6 +1,8 @@
-// Package shard is the groundwork for splitting the namespaces of a
-// cluster among replicas of foo-controller (issue 14, in progress; one
-// leader doing everything stays the default).
+// Package shard splits the namespaces of a cluster among replicas of
+// foo-controller in the opt-in sharded mode (-shard-slots; one leader doing
+// everything stays the default): the slots (this file), the members' and
+// slots' Leases and the write fence (member.go), and the filter on each
+// slot's informers (filter.go).
 //
 // The unit of work is a slot: a fixed range of the 64-bit FNV-1a hash of
 // an object's namespace, the hash the API server itself computes for a
