@@ -365,17 +365,8 @@ func run(ctx context.Context, o options) (err error) {
 
 	deploymentInformer := kubeInformerFactory.Apps().V1().Deployments()
 	fooInformer := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
-	for resource, inf := range map[string]cache.SharedIndexInformer{
-		"deployments": deploymentInformer.Informer(), "foos": fooInformer.Informer(),
-	} {
-		// Count list/watch failures (a cache going stale is otherwise only
-		// a log line), then log them as client-go does by default.
-		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			metrics.WatchErrors.WithLabelValues(resource).Inc()
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		}); err != nil {
-			return err
-		}
+	if err := countWatchErrors(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
+		return err
 	}
 
 	controller, err := NewController(ctx, kubeClient, fooClient, deploymentInformer, fooInformer, recorder)
@@ -436,6 +427,21 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	logger.Info("Stopped")
+	return nil
+}
+
+// countWatchErrors makes the informers count their list/watch failures (a
+// cache going stale is otherwise only a log line), then log them as
+// client-go does by default.
+func countWatchErrors(deployments, foos cache.SharedIndexInformer) error {
+	for resource, inf := range map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos} {
+		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			metrics.WatchErrors.WithLabelValues(resource).Inc()
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

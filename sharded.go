@@ -94,13 +94,8 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 				return fooClient.SamplecontrollerV1alpha1().Foos(o.namespace).Watch(ctx, opts)
 			},
 		}, sel.String(), keep, &samplev1alpha1.Foo{}, o.resyncPeriod)
-		for resource, inf := range map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos} {
-			if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-				metrics.WatchErrors.WithLabelValues(resource).Inc()
-				cache.DefaultWatchErrorHandler(ctx, r, err)
-			}); err != nil {
-				return err
-			}
+		if err := countWatchErrors(deployments, foos); err != nil {
+			return err
 		}
 		c, err := NewController(ctx, kubeClient, fooClient,
 			deploymentInformer{deployments}, fooInformer{foos}, recorder,

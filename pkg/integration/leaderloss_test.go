@@ -58,15 +58,17 @@ func (s *scenario) leaseHolder() string {
 	return *l.Spec.HolderIdentity
 }
 
-var identityRe = regexp.MustCompile(`"Waiting to lead".*identity="([^"]+)"`)
+// identityRe finds the identity in the line every controller process logs
+// at start, whatever its mode (it campaigns or shares slots under it).
+var identityRe = regexp.MustCompile(`"Starting".*identity="([^"]+)"`)
 
-// identityOf reads the identity a controller process campaigns with from
-// its log. It is also in the process's user agent, which is how the audit
-// log tells two replicas apart.
+// identityOf reads the identity a controller process runs under from its
+// log. It is also in the process's user agent, which is how the audit log
+// tells two replicas apart.
 func (s *scenario) identityOf(p *process) string {
 	s.t.Helper()
 	var id string
-	s.eventually(30*time.Second, p.log+" to campaign", func() (bool, string) {
+	s.eventually(30*time.Second, p.log+" to start", func() (bool, string) {
 		b, _ := os.ReadFile(p.log)
 		if m := identityRe.FindSubmatch(b); m != nil {
 			id = string(m[1])

@@ -18,7 +18,33 @@ import (
 	"example.com/foo-controller/pkg/shard"
 )
 
-var startingIdentityRe = regexp.MustCompile(`"Starting".*identity="([^"]+)"`)
+// spacesOverSlots creates scenarios (namespaces) on cl, at least eight,
+// until every slot has one.
+func spacesOverSlots(t *testing.T, cl *cluster, slots shard.Slots) []*scenario {
+	t.Helper()
+	var spaces []*scenario
+	bySlot := map[int]int{}
+	for len(bySlot) < int(slots) || len(spaces) < 8 {
+		sp := newScenarioOn(t, cl)
+		spaces = append(spaces, sp)
+		bySlot[slots.Of(sp.ns)]++
+		if len(spaces) > 40 {
+			t.Fatalf("40 namespaces did not cover %d slots: %v", int(slots), bySlot)
+		}
+	}
+	return spaces
+}
+
+// shardedArgs are the flags of a sharded controller process on cl with its
+// Leases in leaseNS: short Lease timings (6s, 4s, 1s), no fixed ports.
+func shardedArgs(cl *cluster, leaseNS string, slots shard.Slots, verbosity string) []string {
+	return []string{
+		"-kubeconfig=" + cl.ctrlKC, verbosity,
+		"-metrics-bind-address=0", "-health-probe-bind-address=0",
+		fmt.Sprintf("-shard-slots=%d", int(slots)), "-leader-elect-namespace=" + leaseNS,
+		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
+	}
+}
 
 // TestShardedReplicas: two controller processes with -shard-slots share
 // the namespaces of a cluster. Each takes half the slots; every Foo
@@ -52,37 +78,11 @@ func TestShardedReplicas(t *testing.T) {
 func testShardedReplicas(t *testing.T, opts clusterOptions, filters string) {
 	cl := privateCluster(t, opts)
 	const slots = shard.Slots(4)
-	// Namespaces until every slot has one.
-	var spaces []*scenario
-	bySlot := map[int]int{}
-	for len(bySlot) < int(slots) || len(spaces) < 8 {
-		sp := newScenarioOn(t, cl)
-		spaces = append(spaces, sp)
-		bySlot[slots.Of(sp.ns)]++
-		if len(spaces) > 40 {
-			t.Fatalf("40 namespaces did not cover %d slots: %v", int(slots), bySlot)
-		}
-	}
+	spaces := spacesOverSlots(t, cl, slots)
 	s := spaces[0] // the Leases live in its namespace
 	const leaseDuration = 6 * time.Second
-	args := []string{
-		"-kubeconfig=" + cl.ctrlKC, "-v=4",
-		"-metrics-bind-address=0", "-health-probe-bind-address=0",
-		"-shard-slots=4", "-leader-elect-namespace=" + s.ns,
-		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
-	}
-	identity := func(p *process) string {
-		var id string
-		s.eventually(30*time.Second, p.log+" to start", func() (bool, string) {
-			b, _ := os.ReadFile(p.log)
-			if m := startingIdentityRe.FindSubmatch(b); m != nil {
-				id = string(m[1])
-				return true, ""
-			}
-			return false, "no identity logged yet"
-		})
-		return id
-	}
+	args := shardedArgs(cl, s.ns, slots, "-v=4")
+	identity := s.identityOf
 	holders := func() map[int]string {
 		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
 		if err != nil {
@@ -287,23 +287,9 @@ func TestShardedReplicasChurn(t *testing.T) {
 	t.Parallel()
 	cl := privateCluster(t, clusterOptions{})
 	const slots = shard.Slots(4)
-	var spaces []*scenario
-	bySlot := map[int]int{}
-	for len(bySlot) < int(slots) || len(spaces) < 8 {
-		sp := newScenarioOn(t, cl)
-		spaces = append(spaces, sp)
-		bySlot[slots.Of(sp.ns)]++
-		if len(spaces) > 40 {
-			t.Fatalf("40 namespaces did not cover %d slots: %v", int(slots), bySlot)
-		}
-	}
+	spaces := spacesOverSlots(t, cl, slots)
 	s := spaces[0]
-	args := []string{
-		"-kubeconfig=" + cl.ctrlKC, "-v=2",
-		"-metrics-bind-address=0", "-health-probe-bind-address=0",
-		"-shard-slots=4", "-leader-elect-namespace=" + s.ns,
-		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
-	}
+	args := shardedArgs(cl, s.ns, slots, "-v=2")
 	start := func() *process { return s.launch(controllerBin, nil, args...) }
 	slotLeases := func() int {
 		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})

@@ -67,22 +67,7 @@ func TestShardMembersShareSlots(t *testing.T) {
 		Group: "shard-test", Namespace: s.ns, Slots: slots,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 	}
-	// A namespace name in each slot, to ask the fences about.
-	nsOf := map[int]string{}
-	for i := 0; len(nsOf) < int(slots); i++ {
-		name := fmt.Sprintf("tenant-%d", i)
-		if _, ok := nsOf[slots.Of(name)]; !ok {
-			nsOf[slots.Of(name)] = name
-		}
-	}
 	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
-	nsOf4 := func(slot int) string {
-		for i := 0; ; i++ {
-			if name := fmt.Sprintf("tenant-%d", i); shard.Slots(4).Of(name) == slot {
-				return name
-			}
-		}
-	}
 
 	type running struct {
 		m    *shard.Member
@@ -176,10 +161,10 @@ func TestShardMembersShareSlots(t *testing.T) {
 	s.eventually(20*time.Second, "a and c to hold 4 slots each", holding(map[*running]int{a: 4, c: 4}))
 	cSlots := c.m.Held()
 	for _, slot := range cSlots {
-		if err := c.m.Check(nsOf[slot]); err != nil {
+		if err := c.m.Check(namespaceIn(slots, slot)); err != nil {
 			t.Fatalf("c may not write to its own slot %d: %v", slot, err)
 		}
-		if err := a.m.Check(nsOf[slot]); err == nil {
+		if err := a.m.Check(namespaceIn(slots, slot)); err == nil {
 			t.Fatalf("a may write to c's slot %d", slot)
 		}
 	}
@@ -187,7 +172,7 @@ func TestShardMembersShareSlots(t *testing.T) {
 	p.setHeld(true)
 	var fenced time.Time
 	s.eventually(base.LeaseDuration, "c to stop writing", func() (bool, string) {
-		err := c.m.Check(nsOf[cSlots[0]])
+		err := c.m.Check(namespaceIn(slots, cSlots[0]))
 		if err != nil {
 			fenced = time.Now()
 		}
@@ -266,7 +251,7 @@ func TestShardMembersShareSlots(t *testing.T) {
 	}
 	overwritten := time.Now()
 	s.eventually(4*base.RetryPeriod, "d to stop writing for slot 0", func() (bool, string) {
-		return d.m.Check(nsOf4(0)) != nil, fmt.Sprint(d.m.Held())
+		return d.m.Check(namespaceIn(4, 0)) != nil, fmt.Sprint(d.m.Held())
 	})
 	stopped := time.Since(overwritten)
 	if l, err := leases.Get(s.ctx, "shard-test-slot-0-of-4", metav1.GetOptions{}); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "intruder" {
@@ -276,6 +261,16 @@ func TestShardMembersShareSlots(t *testing.T) {
 		return slices.Contains(d.m.Held(), 0), fmt.Sprint(d.m.Held())
 	})
 	t.Logf("slot Lease overwritten: d stopped writing for it after %v, took it back after %v", stopped.Round(time.Millisecond), time.Since(overwritten).Round(time.Millisecond))
+}
+
+// namespaceIn returns a namespace name that falls in the given slot, to ask
+// the fences about.
+func namespaceIn(slots shard.Slots, slot int) string {
+	for i := 0; ; i++ {
+		if name := fmt.Sprintf("tenant-%d", i); slots.Of(name) == slot {
+			return name
+		}
+	}
 }
 
 func ptrHolder(l *coordinationv1.Lease) string {
