@@ -47,8 +47,18 @@ type options struct {
 	timeout     time.Duration
 	heapProfile bool
 	cpuProfile  bool
-	namespaces  int  // the Foos are spread over this many namespaces
-	floor       bool // run the floor phase
+	// burstProfile: save the controller's CPU profile over this much of
+	// the burst (0: none).
+	burstProfile time.Duration
+	// restarts: restart the converged controller this many times, each
+	// after a bare list, for medians of the start-up.
+	restarts int
+	// stamp names this run's profiles, so that a run does not overwrite
+	// those of the runs before it.
+	stamp      string
+	plane      plane
+	namespaces int  // the Foos are spread over this many namespaces
+	floor      bool // run the floor phase
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
 	// Deployments, so no Foo becomes Ready: converged then means every
@@ -143,9 +153,13 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")
 	fs.BoolVar(&o.heapProfile, "heap-profile", false,
-		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N.pb.gz, and of the restarted process to _output/heap-N-restart.pb.gz.")
+		"Save the controller's heap profiles (first repeat): after the idle window to _output/heap-N-STAMP.pb.gz, and of the (last) restarted process to _output/heap-N-STAMP-restart.pb.gz. STAMP is the run's start, UTC (20261124T201500), so that no run overwrites another's.")
 	fs.BoolVar(&o.cpuProfile, "cpu-profile", false,
-		"Save the controller's CPU profile over the idle window (first repeat) to _output/cpu-N.pb.gz: where the resyncs' CPU goes.")
+		"Save the controller's CPU profile over the idle window (first repeat) to _output/cpu-N-STAMP.pb.gz: where the resyncs' CPU goes.")
+	fs.DurationVar(&o.burstProfile, "burst-profile", 0,
+		"Save the controller's CPU profile over this much of the burst, from the first create (first repeat), to _output/cpu-N-STAMP-burst.pb.gz: where the controller's share of the burst goes. 0: none.")
+	fs.IntVar(&o.restarts, "restarts", 1,
+		"Restart the converged controller this many times, each right after a bare list of the same objects: the start-up figures are medians, and \"start-up vs a bare list\" the median of each pair's ratio. Memory figures are of the last restart.")
 	fs.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
 	fs.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
@@ -194,8 +208,11 @@ func (o options) validate(ownControlPlane bool) error {
 	if !o.deploymentController && (o.floor || !ownControlPlane) {
 		return errors.New("-deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)")
 	}
-	if o.repeat < 1 || o.concurrency < 1 {
-		return errors.New("-repeat and -concurrency must be at least 1")
+	if o.repeat < 1 || o.concurrency < 1 || o.restarts < 1 {
+		return errors.New("-repeat, -concurrency and -restarts must be at least 1")
+	}
+	if o.burstProfile < 0 {
+		return errors.New("-burst-profile must not be negative")
 	}
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
@@ -214,6 +231,8 @@ func run(ctx context.Context, o options) (err error) {
 	kubectl := filepath.Join(testbin, "kubectl")
 
 	kubeconfig := os.Getenv("KUBECONFIG")
+	o.stamp = time.Now().UTC().Format("20060102T150405")
+	ownPlane := kubeconfig == ""
 	if kubeconfig == "" {
 		progress("KUBECONFIG not set: starting the local control plane (hack/local-up.sh)")
 		cmd := exec.Command("hack/local-up.sh")
@@ -252,6 +271,7 @@ func run(ctx context.Context, o options) (err error) {
 	} else {
 		progress("using KUBECONFIG=%s (its control plane's client QPS is whatever it was started with)", kubeconfig)
 	}
+	o.plane = localPlane(ownPlane) // now that its pid files are written
 
 	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "-f", "artifacts/examples/crd.yaml"); err != nil {
 		return err
@@ -420,13 +440,17 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if _, err := ctrl.waitReady(ctx, 2*time.Minute); err != nil {
 		return nil, nil, err
 	}
-	all, ser, err := converge(ctx, c, ctrl, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController)
+	burstPath := ""
+	if o.burstProfile > 0 && r == 0 {
+		burstPath = fmt.Sprintf("_output/cpu-%d-%s-burst.pb.gz", n, o.stamp)
+	}
+	all, ser, err := converge(ctx, c, ctrl, o.plane, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
 	if err != nil {
 		return nil, nil, err
 	}
 	cpuPath := ""
 	if o.cpuProfile && r == 0 {
-		cpuPath = fmt.Sprintf("_output/cpu-%d.pb.gz", n)
+		cpuPath = fmt.Sprintf("_output/cpu-%d-%s.pb.gz", n, o.stamp)
 	}
 	idl, err := idle(ctx, ctrl, o.idle, cpuPath)
 	if err != nil {
@@ -437,7 +461,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		if !o.heapProfile || r > 0 {
 			return ""
 		}
-		return fmt.Sprintf("_output/heap-%d%s.pb.gz", n, suffix)
+		return fmt.Sprintf("_output/heap-%d-%s%s.pb.gz", n, o.stamp, suffix)
 	}
 	live, err := ctrl.liveHeap(profile(""))
 	if err != nil {
@@ -461,18 +485,37 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if len(spaces) > 1 {
 		listed = metav1.NamespaceAll
 	}
-	lf, err := listFloor(ctx, c, listed)
-	if err != nil {
-		return nil, nil, err
+	// Each restart right after a bare list, so that the two of a pair see
+	// the same machine: its ratio is the figure, its median the result.
+	var starts []figures
+	for i := range o.restarts {
+		lf, err := listFloor(ctx, c, listed)
+		if err != nil {
+			return nil, nil, err
+		}
+		var rs figures
+		ctrl, rs, err = restart(ctx, ctrl, o.plane, bin, kubeconfig, logPath, n, o.controller)
+		if err != nil {
+			return nil, nil, err
+		}
+		merge(rs, lf)
+		rs["startup_vs_list"] = rs["restart_processed_s"] / rs["floor_list_s"]
+		if rss, err := ctrl.peakRSS(); err == nil {
+			rs["restart_peak_rss_mb"] = float64(rss) / (1 << 20)
+		}
+		if o.restarts > 1 {
+			progress("restart %d/%d: keys processed in %.2fs, bare list %.2fs: %.2fx", i+1, o.restarts,
+				rs["restart_processed_s"], rs["floor_list_s"], rs["startup_vs_list"])
+		}
+		starts = append(starts, rs)
 	}
-	merge(all, lf)
-	ctrl, rs, err := restart(ctx, ctrl, bin, kubeconfig, logPath, n, o.controller)
-	if err != nil {
-		return nil, nil, err
+	merge(all, medians(starts))
+	for _, rs := range starts {
+		// A write in any restart is a failure of the figure: not a median.
+		all["restart_writes"] = max(all["restart_writes"], rs["restart_writes"])
 	}
-	merge(all, rs)
-	if rss, err := ctrl.peakRSS(); err == nil {
-		all["restart_peak_rss_mb"] = float64(rss) / (1 << 20)
+	if o.restarts > 1 {
+		all["startup_vs_list_min"], all["startup_vs_list_max"] = spread(starts, "startup_vs_list")
 	}
 	// The restarted process holds the same caches without what converging
 	// left behind (the Events' series cache, which client-go keeps for 6
@@ -500,7 +543,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if err := newNamespace(ctx, c, fns); err != nil {
 		return nil, nil, err
 	}
-	fl, flSer, err := floor(ctx, c, fns, n, int32(o.replicas), o.concurrency, o.timeout)
+	fl, flSer, err := floor(ctx, c, o.plane, fns, n, int32(o.replicas), o.concurrency, o.timeout)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -510,6 +553,19 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		return nil, nil, err
 	}
 	return all, ser, nil
+}
+
+// spread is the lowest and the highest of key over runs.
+func spread(runs []figures, key string) (lo, hi float64) {
+	for i, f := range runs {
+		if v := f[key]; i == 0 || v < lo {
+			lo = v
+		}
+		if v := f[key]; i == 0 || v > hi {
+			hi = v
+		}
+	}
+	return lo, hi
 }
 
 func merge(dst, src figures) {
@@ -577,6 +633,9 @@ func printTable(w io.Writer, rep report) {
 		{"restart: /readyz 200 (s)", "restart_ready_s", "floor_list_s", "", nil},
 		{"restart: all keys processed (s)", "restart_processed_s", "floor_list_s", "<= 3s", func(v, _ float64) bool { return v <= 3 }},
 		{"  vs a bare list (target at 100k)", "restart_processed_s", "floor_list_s", "<= 2x", func(v, f float64) bool { return v <= 2*f }},
+		{"  ratio to the list just before", "startup_vs_list", "", "<= 2", func(v, _ float64) bool { return v <= 2 }},
+		{"    lowest of the restarts", "startup_vs_list_min", "", "", nil},
+		{"    highest of the restarts", "startup_vs_list_max", "", "", nil},
 		{"restart: writes", "restart_writes", "", "0", func(v, _ float64) bool { return v == 0 }},
 		{"peak RSS after converge (MB)", "peak_rss_mb", "", "<= 40", func(v, _ float64) bool { return v <= 40 }},
 		{"  of which binary pages (RssFile)", "rss_file_mb", "", "", nil},
@@ -631,6 +690,12 @@ func printTable(w io.Writer, rep report) {
 			if rest, ok := strings.CutPrefix(k, phase); ok && rest != strings.ToLower(rest) {
 				per = append(per, k)
 			}
+		}
+	}
+	if lines := cpuSummary(m); len(lines) > 0 {
+		pf("\nCPU seconds by process (burst: until every Deployment exists; floor: its Deployment creates; restart: until every key is processed):\n")
+		for _, l := range lines {
+			pf("  %s\n", l)
 		}
 	}
 	slices.Sort(per)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -78,8 +79,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "no deployment controller on a foreign control plane", args: []string{"-deployment-controller=false", "-floor=false"},
 			foreignKubeconf: true,
 			refused:         "-deployment-controller=false needs -floor=false and the bench's own control plane (KUBECONFIG unset)"},
-		{name: "repeat zero", args: []string{"-repeat", "0"}, refused: "-repeat and -concurrency must be at least 1"},
-		{name: "concurrency zero", args: []string{"-concurrency", "0"}, refused: "-repeat and -concurrency must be at least 1"},
+		{name: "repeat zero", args: []string{"-repeat", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
+		{name: "concurrency zero", args: []string{"-concurrency", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
+		{name: "restarts zero", args: []string{"-restarts", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
+		{name: "burst profile negative", args: []string{"-burst-profile", "-5s"}, refused: "-burst-profile must not be negative"},
 		{name: "replicas negative", args: []string{"-replicas", "-1"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
 		{name: "replicas above the API's maximum", args: []string{"-replicas", "101"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
 	} {
@@ -189,4 +192,37 @@ func TestSampleMax(t *testing.T) {
 			t.Errorf("second stop = %v, want 17", got)
 		}
 	})
+}
+
+func TestCPUFigures(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a := cpuMark{at: t0, cpu: map[string]float64{"kube-apiserver": 10, "etcd": 2, "controller": 1, "gone": 5}}
+	b := cpuMark{at: t0.Add(4 * time.Second), cpu: map[string]float64{"kube-apiserver": 15, "etcd": 3, "controller": 3, "late": 9}}
+	got := cpuFigures("burst", a, b)
+	want := figures{
+		"burst_cpu_kube_apiserver_s": 5, "burst_cpu_etcd_s": 1, "burst_cpu_controller_s": 2,
+		// 8 CPU seconds in 4 s of wall time; "gone" exited and "late"
+		// started within the phase: neither counts.
+		"burst_cpu_cores": 2,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("cpuFigures = %v, want %v", got, want)
+	}
+	lines := cpuSummary(got)
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "burst    2.00 cores: kube_apiserver 5.0s, controller 2.0s, etcd 1.0s") {
+		t.Errorf("cpuSummary = %q", lines)
+	}
+}
+
+// TestStatCPU: utime and stime are read past the command name, which may
+// hold spaces and parentheses.
+func TestStatCPU(t *testing.T) {
+	stat := "4242 (kube apiserver) (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 566 0 0 20 0 12 0 5 0 0"
+	got, err := statCPU([]byte(stat))
+	if err != nil || got != 18 {
+		t.Errorf("statCPU = %v, %v; want 18 (1234+566 ticks)", got, err)
+	}
+	if _, err := statCPU([]byte("4242 (x) S 1 2")); err == nil {
+		t.Error("statCPU of a short line: no error")
+	}
 }

@@ -211,7 +211,11 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // converge creates n Foos of the given replicas in ns and measures until
 // every one is Ready (withKCM) or, without kube-controller-manager's
 // Deployment controller, until every one's status is written.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool) (figures, series, error) {
+//
+// The CPU each process of the machine used until every Deployment existed
+// is in the burst_cpu_* figures; with profile set, the controller's CPU
+// profile over the first profileWindow of the burst is saved there.
+func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
 	done, doneName := fooReady, "Ready"
 	if !withKCM {
 		done, doneName = fooReported, "reported"
@@ -289,6 +293,14 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 		return s.sum("workqueue_depth", `name="foo-controller"`), nil
 	})
 	defer stopDepth()
+	profiled := make(chan error, 1)
+	if profile != "" {
+		go func() { profiled <- ctrl.cpuProfile(profile, profileWindow) }()
+	} else {
+		profiled <- nil
+	}
+	cpu0 := pl.mark(ctrl)
+	var cpuExist cpuMark
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
@@ -307,7 +319,10 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 	createsDone := time.Since(t0)
 	deadline := time.Now().Add(timeout)
 	lastProgress := time.Now()
-	for ready.len() < n {
+	for ready.len() < n || depOK.len() < n {
+		if cpuExist.cpu == nil && depOK.len() == n {
+			cpuExist = pl.mark(ctrl)
+		}
 		if err := ctrl.alive(); err != nil {
 			return nil, nil, err
 		}
@@ -315,7 +330,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 			return nil, nil, fmt.Errorf("converge: interrupted: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("converge: only %d/%d Foos %s after %v", ready.len(), n, doneName, timeout)
+			return nil, nil, fmt.Errorf("converge: only %d/%d Foos %s and %d/%d Deployments as declared after %v", ready.len(), n, doneName, depOK.len(), n, timeout)
 		}
 		if time.Since(lastProgress) >= progressGap {
 			lastProgress = time.Now()
@@ -324,13 +339,13 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for depOK.len() < n { // reported can precede the Deployment's event
-		if time.Now().After(deadline) {
-			return nil, nil, fmt.Errorf("converge: only %d/%d Deployments as declared after %v", depOK.len(), n, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	maxDepth := stopDepth()
+	if err := <-profiled; err != nil {
+		return nil, nil, fmt.Errorf("CPU profile of the burst: %w", err)
+	}
+	if profile != "" {
+		progress("CPU profile over the first %v of the burst written to %s (go tool pprof -top %s)", profileWindow, profile, profile)
+	}
 	progress("converge: all %d Foos %s after %.2fs; waiting for the controller to go quiet", n, doneName, time.Since(t0).Seconds())
 	after, err := ctrl.settle(3*time.Second, time.Minute)
 	if err != nil {
@@ -382,6 +397,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, spaces []str
 			before.sum("rest_client_rate_limiter_duration_seconds_sum")) / nf,
 		"workqueue_depth_max": maxDepth,
 	}
+	merge(fig, cpuFigures("burst", cpu0, cpuExist))
 	if withKCM {
 		fig["deployments_available_s"] = depAvail.last().Sub(t0).Seconds()
 		fig["foos_ready_s"] = ready.last().Sub(t0).Seconds()
@@ -527,20 +543,27 @@ func idle(ctx context.Context, ctrl *controllerProc, window time.Duration, cpuPa
 }
 
 // restart stops ctrl and starts a new controller with the n Foos converged.
-func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath string, n int, extra controllerExtras) (*controllerProc, figures, error) {
+//
+// The CPU each process used from the start until every key was processed
+// is in the restart_cpu_* figures.
+func restart(ctx context.Context, ctrl *controllerProc, pl plane, bin, kubeconfig, logPath string, n int, extra controllerExtras) (*controllerProc, figures, error) {
 	progress("restart: SIGTERM the controller")
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
+	cpu0 := pl.mark()
 	next, err := startController(bin, kubeconfig, logPath, extra)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The new process starts at 0 CPU seconds.
+	cpu0.cpu["controller"] = 0
 	readyAt, err := next.waitReady(ctx, 2*time.Minute)
 	if err != nil {
 		return next, nil, err
 	}
 	var processedAt time.Time
+	var cpuFig figures
 	for deadline := time.Now().Add(2 * time.Minute); ; {
 		s, err := next.scrape()
 		if err != nil {
@@ -550,6 +573,7 @@ func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath
 		if s.sum("workqueue_depth", q) == 0 && s.sum("workqueue_adds_total", q) >= float64(n) &&
 			s.sum("foo_controller_reconcile_total") >= float64(n) {
 			processedAt = time.Now()
+			cpuFig = cpuFigures("restart", cpu0, pl.mark(next))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -565,20 +589,23 @@ func restart(ctx context.Context, ctrl *controllerProc, bin, kubeconfig, logPath
 	methods := after.requestsByMethod()
 	progress("restart: ready after %.2fs, all keys processed after %.2fs, %v writes",
 		readyAt.Sub(next.started).Seconds(), processedAt.Sub(next.started).Seconds(), writesOf(methods))
-	return next, figures{
+	fig := figures{
 		"restart_ready_s":     readyAt.Sub(next.started).Seconds(),
 		"restart_processed_s": processedAt.Sub(next.started).Seconds(),
 		"restart_writes":      writesOf(methods),
 		"restart_requests":    total(methods),
-	}, nil
+	}
+	merge(fig, cpuFig)
+	return next, fig, nil
 }
 
 // floor sends, without the controller, what converging n Foos of the given
 // replicas needs at the least: n Deployment creates and n Foo status
 // writes, with the same concurrency as the Foo creates; then, for
 // comparison, n Deployment applies.
-func floor(ctx context.Context, c clients, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
+func floor(ctx context.Context, c clients, pl plane, ns string, n int, replicas int32, workers int, timeout time.Duration) (figures, series, error) {
 	progress("floor: %d Deployment creates in %s", n, ns)
+	cpu0 := pl.mark()
 	t0 := time.Now()
 	created := newFirsts()
 	err := parallel(n, workers, func(i int) error {
@@ -604,6 +631,7 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 		return nil, nil, err
 	}
 	depCreate := time.Since(t0)
+	cpuFig := cpuFigures("floor", cpu0, pl.mark())
 	// How long kube-controller-manager, scheduler and kwok take to make
 	// them available: the part of convergence that is not ours.
 	var depAvail time.Duration
@@ -686,13 +714,15 @@ func floor(ctx context.Context, c clients, ns string, n int, replicas int32, wor
 	if err != nil {
 		return nil, nil, err
 	}
-	return figures{
+	fig := figures{
 		"floor_deployment_creates_s":    depCreate.Seconds(),
 		"floor_deployments_available_s": depAvail.Seconds(),
 		"floor_foo_creates_s":           fooCreate.Seconds(),
 		"floor_status_writes_s":         statusWrites.Seconds(),
 		"floor_deployment_applies_s":    time.Since(t3).Seconds(),
-	}, series{"floor_deployments_created": secondsSince(t0, created.snapshot())}, nil
+	}
+	merge(fig, cpuFig)
+	return fig, series{"floor_deployments_created": secondsSince(t0, created.snapshot())}, nil
 }
 
 // pct is the p-th percentile (nearest rank) in seconds.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,24 +171,9 @@ func (c *controllerProc) memStatus() (map[string]int64, error) {
 }
 
 // cpuSeconds is the CPU time (user + system) the controller has used so
-// far, from /proc/<pid>/stat.
+// far.
 func (c *controllerProc) cpuSeconds() (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; fields count from the
-	// last ')'. utime and stime are fields 14 and 15, in clock ticks.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat: %q", b)
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return (utime + stime) / clockTicks, nil
+	return pidCPUSeconds(c.cmd.Process.Pid)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// plane is the local control plane's processes by component (etcd,
+// kube-apiserver, ...), read from the pid files hack/local-up.sh writes. On
+// two cores the controller shares the CPU with all of them: their CPU
+// seconds over a phase say whether the machine, rather than the
+// controller, bounds it. With a KUBECONFIG of the caller's there are no
+// pid files to read, and only the bench and the controller are measured.
+type plane map[string]int
+
+func localPlane(ours bool) plane {
+	// The bench's own creates and watches are part of the load too.
+	p := plane{"bench": os.Getpid()}
+	if !ours {
+		return p
+	}
+	dir := os.Getenv("FOO_LOCAL_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "foo-controller-local")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			p[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		}
+	}
+	return p
+}
+
+// cpuMark is the CPU seconds each process had used at one instant: the
+// plane's components and, under "controller" ("controller-1", ... for
+// several), the controllers.
+type cpuMark struct {
+	at  time.Time
+	cpu map[string]float64
+}
+
+// mark reads every process's CPU time now. A process that has exited is
+// left out, so that a phase's figures are for those that ran all of it.
+func (p plane) mark(ctrls ...*controllerProc) cpuMark {
+	m := cpuMark{at: time.Now(), cpu: map[string]float64{}}
+	for name, pid := range p {
+		if s, err := pidCPUSeconds(pid); err == nil {
+			m.cpu[name] = s
+		}
+	}
+	for i, c := range ctrls {
+		name := "controller"
+		if len(ctrls) > 1 {
+			name = fmt.Sprintf("controller-%d", i+1)
+		}
+		if s, err := c.cpuSeconds(); err == nil {
+			m.cpu[name] = s
+		}
+	}
+	return m
+}
+
+// cpuFigures are the CPU seconds each process used from a to b, named
+// <phase>_cpu_<process>_s, and <phase>_cpu_cores: all of them together in
+// cores (2 is the whole machine here), over the phase's wall time.
+func cpuFigures(phase string, a, b cpuMark) figures {
+	fig := figures{}
+	var sum float64
+	for name, end := range b.cpu {
+		start, ok := a.cpu[name]
+		if !ok {
+			continue
+		}
+		fig[phase+"_cpu_"+strings.ReplaceAll(name, "-", "_")+"_s"] = end - start
+		sum += end - start
+	}
+	if wall := b.at.Sub(a.at).Seconds(); wall > 0 && len(fig) > 0 {
+		fig[phase+"_cpu_cores"] = sum / wall
+	}
+	return fig
+}
+
+// cpuSummary is one line per phase: the cores used and the processes that
+// used the most, for the printed table.
+func cpuSummary(m figures) []string {
+	var out []string
+	for _, phase := range []string{"burst", "floor", "restart"} {
+		cores, ok := m[phase+"_cpu_cores"]
+		if !ok {
+			continue
+		}
+		type use struct {
+			name string
+			s    float64
+		}
+		var uses []use
+		for k, v := range m {
+			if name, ok := strings.CutPrefix(k, phase+"_cpu_"); ok && strings.HasSuffix(name, "_s") {
+				uses = append(uses, use{strings.TrimSuffix(name, "_s"), v})
+			}
+		}
+		sort.Slice(uses, func(i, j int) bool { return uses[i].s > uses[j].s })
+		parts := make([]string, 0, len(uses))
+		for _, u := range uses {
+			parts = append(parts, fmt.Sprintf("%s %.1fs", u.name, u.s))
+		}
+		out = append(out, fmt.Sprintf("%-8s %.2f cores: %s", phase, cores, strings.Join(parts, ", ")))
+	}
+	return out
+}
+
+// pidCPUSeconds is the CPU time (user + system) process pid has used so
+// far, from /proc/<pid>/stat.
+func pidCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return statCPU(b)
+}
+
+func statCPU(b []byte) (float64, error) {
+	// The command name (field 2) may hold spaces; fields count from the
+	// last ')'. utime and stime are fields 14 and 15, in clock ticks.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc stat: %q", b)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return (utime + stime) / clockTicks, nil
+}
