@@ -693,7 +693,7 @@ func printTable(w io.Writer, rep report) {
 		}
 	}
 	if lines := cpuSummary(m); len(lines) > 0 {
-		pf("\nCPU seconds by process (burst: until every Deployment exists; floor: its Deployment creates; restart: until every key is processed):\n")
+		pf("\nCPU seconds by process (burst: until every Deployment exists; tail: then until every Foo is done; floor: its Deployment creates; restart: until every key is processed):\n")
 		for _, l := range lines {
 			pf("  %s\n", l)
 		}

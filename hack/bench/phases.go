@@ -213,7 +213,8 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // Deployment controller, until every one's status is written.
 //
 // The CPU each process of the machine used until every Deployment existed
-// is in the burst_cpu_* figures; with profile set, the controller's CPU
+// is in the burst_cpu_* figures, and from then until every Foo was done
+// in tail_cpu_*; with profile set, the controller's CPU
 // profile over the first profileWindow of the burst is saved there.
 func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
 	done, doneName := fooReady, "Ready"
@@ -339,6 +340,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	cpuEnd := pl.mark(ctrl)
 	maxDepth := stopDepth()
 	if err := <-profiled; err != nil {
 		return nil, nil, fmt.Errorf("CPU profile of the burst: %w", err)
@@ -398,6 +400,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 		"workqueue_depth_max": maxDepth,
 	}
 	merge(fig, cpuFigures("burst", cpu0, cpuExist))
+	merge(fig, cpuFigures("tail", cpuExist, cpuEnd))
 	if withKCM {
 		fig["deployments_available_s"] = depAvail.last().Sub(t0).Seconds()
 		fig["foos_ready_s"] = ready.last().Sub(t0).Seconds()

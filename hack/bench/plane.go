@@ -96,7 +96,7 @@ func cpuFigures(phase string, a, b cpuMark) figures {
 // used the most, for the printed table.
 func cpuSummary(m figures) []string {
 	var out []string
-	for _, phase := range []string{"burst", "floor", "restart"} {
+	for _, phase := range []string{"burst", "tail", "floor", "restart"} {
 		cores, ok := m[phase+"_cpu_cores"]
 		if !ok {
 			continue
