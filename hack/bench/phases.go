@@ -208,6 +208,18 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 		d.Status.AvailableReplicas == *d.Spec.Replicas
 }
 
+// measured is what converge reads of the controller: one process
+// (*controllerProc), or several whose metrics and memory it sums (procs).
+// members are its processes, for their CPU (plane.mark).
+type measured interface {
+	scrape() (sample, error)
+	alive() error
+	settle(quiet, max time.Duration) (sample, error)
+	memStatus() (map[string]int64, error)
+	cpuProfile(path string, window time.Duration) error
+	members() []*controllerProc
+}
+
 // converge creates n Foos of the given replicas in ns and measures until
 // every one is Ready (withKCM) or, without kube-controller-manager's
 // Deployment controller, until every one's status is written.
@@ -216,7 +228,7 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // is in the burst_cpu_* figures, and from then until every Foo was done
 // in tail_cpu_*; with profile set, the controller's CPU
 // profile over the first profileWindow of the burst is saved there.
-func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
+func converge(ctx context.Context, c clients, ctrl measured, pl plane, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
 	done, doneName := fooReady, "Ready"
 	if !withKCM {
 		done, doneName = fooReported, "reported"
@@ -291,7 +303,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 		if err != nil {
 			return 0, err
 		}
-		return s.sum("workqueue_depth", `name="foo-controller"`), nil
+		return s.sum("workqueue_depth", ourQueues), nil
 	})
 	defer stopDepth()
 	profiled := make(chan error, 1)
@@ -300,7 +312,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 	} else {
 		profiled <- nil
 	}
-	cpu0 := pl.mark(ctrl)
+	cpu0 := pl.mark(ctrl.members()...)
 	var cpuExist cpuMark
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
@@ -322,7 +334,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 	lastProgress := time.Now()
 	for ready.len() < n || depOK.len() < n {
 		if cpuExist.cpu == nil && depOK.len() == n {
-			cpuExist = pl.mark(ctrl)
+			cpuExist = pl.mark(ctrl.members()...)
 		}
 		if err := ctrl.alive(); err != nil {
 			return nil, nil, err
@@ -340,7 +352,7 @@ func converge(ctx context.Context, c clients, ctrl *controllerProc, pl plane, sp
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cpuEnd := pl.mark(ctrl)
+	cpuEnd := pl.mark(ctrl.members()...)
 	maxDepth := stopDepth()
 	if err := <-profiled; err != nil {
 		return nil, nil, fmt.Errorf("CPU profile of the burst: %w", err)

@@ -236,23 +236,34 @@ func total(m map[string]float64) float64 {
 	return t
 }
 
+// ourQueues picks the controller's workqueue series by their name label:
+// "foo-controller" of a single leader, "foo-controller-slot-N" of each slot
+// a sharded replica holds (the fragment is a prefix, see promtext.Sum).
+const ourQueues = `name="foo-controller`
+
 // settle waits until the controller's request counters stop moving for
 // quiet, so that trailing writes (Events are sent asynchronously) count.
 func (c *controllerProc) settle(quiet, max time.Duration) (sample, error) {
+	return settleScrapes(c.scrape, quiet, max)
+}
+
+// settleScrapes is settle for whatever scrape reads: one process, or the
+// sum over several (procs).
+func settleScrapes(scrape func() (sample, error), quiet, max time.Duration) (sample, error) {
 	deadline := time.Now().Add(max)
-	last, err := c.scrape()
+	last, err := scrape()
 	if err != nil {
 		return nil, err
 	}
 	stableSince := time.Now()
 	for time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
-		cur, err := c.scrape()
+		cur, err := scrape()
 		if err != nil {
 			return nil, err
 		}
 		if total(cur.requestsByMethod()) != total(last.requestsByMethod()) ||
-			cur.sum("workqueue_depth", `name="foo-controller"`) != 0 {
+			cur.sum("workqueue_depth", ourQueues) != 0 {
 			stableSince = time.Now()
 		}
 		last = cur
@@ -296,6 +307,8 @@ func (c *controllerProc) liveHeap(path string) (float64, error) {
 	}
 	return s.sum("go_memstats_heap_alloc_bytes"), nil
 }
+
+func (c *controllerProc) members() []*controllerProc { return []*controllerProc{c} }
 
 // cpuProfile saves the controller's CPU profile over window to path (the
 // bench runs it with -profiling). The profile's own cost, a sample every
