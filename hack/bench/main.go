@@ -69,6 +69,11 @@ type options struct {
 	// experiments only: the figures in docs/performance.md are for the
 	// defaults.
 	controller controllerExtras
+	// shardReplicas: the scale-out run (shards.go), for each N the leader
+	// and then each k of these sharded replicas sharing shardSlots slots,
+	// instead of the phases of once.
+	shardReplicas []int
+	shardSlots    int
 }
 
 // results is what -json writes: a report per N and, with two N or more,
@@ -76,6 +81,8 @@ type options struct {
 type results struct {
 	Reports []report `json:"reports"`
 	Slopes  figures  `json:"slopes,omitempty"`
+	// ScaleOut is the scale-out run's report per N (-shard-replicas).
+	ScaleOut []scaleOutReport `json:"scaleOut,omitempty"`
 }
 
 type report struct {
@@ -170,6 +177,18 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 			o.controller.env = append(o.controller.env, v)
 			return nil
 		})
+	fs.Func("shard-replicas", "Run the scale-out phase instead of the usual ones (no idle window, edit, restart or floor): for each N, the single leader (k=0), then k sharded replicas (-shard-slots) for each k of this comma-separated list (1,2,4), each converging N Foos spread over -namespaces namespaces; a row per k, with memory and CPU per replica. Needs -floor=false and -namespaces of at least -shard-slots (see docs/performance.md).",
+		func(v string) error {
+			for f := range strings.SplitSeq(v, ",") {
+				k, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || k < 1 {
+					return fmt.Errorf("want positive numbers of replicas, got %q", f)
+				}
+				o.shardReplicas = append(o.shardReplicas, k)
+			}
+			return nil
+		})
+	fs.IntVar(&o.shardSlots, "shard-slots", 0, "With -shard-replicas: the replicas' -shard-slots (default 16).")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -190,6 +209,9 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	o.controller.args = append(o.controller.args, "-profiling")
 	if len(o.ns) == 0 {
 		o.ns = []int{200}
+	}
+	if len(o.shardReplicas) > 0 && o.shardSlots == 0 {
+		o.shardSlots = 16
 	}
 	return o, o.validate(ownControlPlane)
 }
@@ -217,7 +239,7 @@ func (o options) validate(ownControlPlane bool) error {
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
 	}
-	return nil
+	return o.validateScaleOut()
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -305,6 +327,14 @@ func run(ctx context.Context, o options) (err error) {
 	_ = os.Remove(logPath)
 	var out results
 	for _, n := range o.ns {
+		if len(o.shardReplicas) > 0 {
+			so, err := scaleOut(ctx, c, o, n, bin, kubeconfig, logPath)
+			if err != nil {
+				return fmt.Errorf("scale-out bench of %d Foos: %w (controller log: %s)", n, err, logPath)
+			}
+			out.ScaleOut = append(out.ScaleOut, so)
+			continue
+		}
 		rep := report{
 			Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
 			N: n, Replicas: o.replicas, Concurrency: o.concurrency, Idle: o.idle.String(),
@@ -347,6 +377,9 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	progress("figures written to %s", o.jsonPath)
+	if len(out.Reports) == 0 {
+		return nil // the scale-out run: nothing hack/plot draws
+	}
 	// The plots are a module of their own (hack/plot): a failure to draw
 	// them is reported, but the figures stand.
 	abs, _ := filepath.Abs(o.jsonPath)

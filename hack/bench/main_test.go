@@ -85,6 +85,22 @@ func TestParseFlags(t *testing.T) {
 		{name: "burst profile negative", args: []string{"-burst-profile", "-5s"}, refused: "-burst-profile must not be negative"},
 		{name: "replicas negative", args: []string{"-replicas", "-1"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
 		{name: "replicas above the API's maximum", args: []string{"-replicas", "101"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
+		{name: "shard replicas zero", args: []string{"-shard-replicas", "1,0"}, refused: `want positive numbers of replicas, got "0"`},
+		{name: "shard slots without shard replicas", args: []string{"-shard-slots", "8"},
+			refused: "-shard-slots is for the scale-out run: give -shard-replicas too"},
+		{name: "shard replicas with the floor", args: []string{"-shard-replicas", "2"}, refused: "-shard-replicas runs no floor phase: give -floor=false"},
+		{name: "shard replicas over too few namespaces", args: []string{"-shard-replicas", "2", "-namespaces", "8", "-floor=false"},
+			refused: "-shard-replicas needs -namespaces of at least -shard-slots (16)"},
+		{name: "shard slots out of range", args: []string{"-shard-replicas", "2", "-shard-slots", "257", "-namespaces", "300", "-floor=false"},
+			refused: "-shard-slots must be 1 to 256"},
+		{name: "more shard replicas than slots", args: []string{"-shard-replicas", "1,8", "-shard-slots", "4", "-namespaces", "8", "-floor=false"},
+			refused: "-shard-replicas 8 is more replicas than -shard-slots (4)"},
+		{name: "shard replicas with a heap profile", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-heap-profile"},
+			refused: "-heap-profile and -cpu-profile profile the idle window and the restart"},
+		{name: "shard replicas given their slots twice", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=-shard-slots=8"},
+			refused: "the bench sets the replicas' slots (-shard-slots)"},
+		{name: "shard replicas with leader election", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=--leader-elect"},
+			refused: "the controller refuses -leader-elect beside them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var printed strings.Builder
@@ -111,6 +127,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", check: func(o options) bool {
 			return slices.Equal(o.ns, []int{200}) && o.replicas == 1 && o.repeat == 1 && o.concurrency == 50 &&
 				o.namespaces == 1 && o.floor && o.deploymentController && o.idle == 10*time.Minute+10*time.Second &&
+				o.shardReplicas == nil && o.shardSlots == 0 &&
 				slices.Equal(o.controller.args, []string{"-profiling"})
 		}},
 		{name: "memory per Foo", args: []string{"-n", "1000, 10000", "-replicas", "0"}, check: func(o options) bool {
@@ -129,6 +146,14 @@ func TestParseFlags(t *testing.T) {
 			}},
 		{name: "many namespaces on a foreign control plane", args: []string{"-namespaces", "100", "-floor=false"}, foreignKubeconf: true,
 			check: func(o options) bool { return o.namespaces == 100 }},
+		{name: "the scale-out run", args: []string{"-n", "10000", "-namespaces", "64", "-floor=false", "-replicas", "0",
+			"-deployment-controller=false", "-shard-replicas", "1, 2,4"},
+			check: func(o options) bool {
+				return slices.Equal(o.shardReplicas, []int{1, 2, 4}) && o.shardSlots == 16 && o.namespaces == 64
+			}},
+		{name: "the scale-out run with its slots", args: []string{"-n", "300", "-namespaces", "8", "-floor=false", "-shard-replicas", "2",
+			"-shard-slots", "8", "-controller-flag=-leader-elect-retry-period=1s"},
+			check: func(o options) bool { return slices.Equal(o.shardReplicas, []int{2}) && o.shardSlots == 8 }},
 		{name: "replicas at the API's maximum, n given twice", args: []string{"-replicas", "100", "-n", "10", "-n", "20", "-controller-env=GOGC=50"},
 			check: func(o options) bool {
 				return o.replicas == 100 && slices.Equal(o.ns, []int{10, 20}) && slices.Equal(o.controller.env, []string{"GOGC=50"})
