@@ -418,10 +418,18 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"-workers=0"}, {"-kube-api-qps=0"}, {"-kube-api-burst=0"}, {"-resync-period=-1s"},
 		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
 		{"-shard-slots=-1"}, {"-shard-slots=257"}, {"-shard-slots=16", "-leader-elect=true"},
+		{"-shard-slots=16", "-namespace=team-a"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted it", args)
 		}
+	}
+	// Sharding one namespace would put it all in one slot: the refusal
+	// says so, and what to run instead.
+	_, err := parseFlags([]string{"-shard-slots=16", "-namespace=team-a"})
+	if err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), `"team-a" would all fall in slot`) ||
+		!strings.Contains(err.Error(), "-leader-elect") {
+		t.Errorf("-shard-slots with -namespace refused with %v; want it to say why and what to run instead", err)
 	}
 }
 

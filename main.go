@@ -176,6 +176,11 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-shard-slots must be 1 to 256, or 0 for one leader; got %d", o.shardSlots)
 	case o.shardSlots != 0 && o.leaderElectSet && o.leaderElect:
 		return o, errors.New("-shard-slots and -leader-elect exclude each other: sharded replicas all work, each on its own slots")
+	case o.shardSlots != 0 && o.namespace != metav1.NamespaceAll:
+		// Slots divide namespaces, and a namespace is never split: one
+		// namespace falls in one slot, and the others would hold nothing.
+		return o, fmt.Errorf("-shard-slots and -namespace exclude each other: sharding divides namespaces among replicas and never splits one, so namespace %q would all fall in slot %d of %d and the other slots would be empty; for one namespace, run one leader (-leader-elect)",
+			o.namespace, shard.Slots(o.shardSlots).Of(o.namespace), o.shardSlots)
 	}
 	if err := o.lease.Validate(); err != nil {
 		return o, err
@@ -277,25 +282,31 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("building Foo client: %w", err)
 	}
 
-	// Liveness: the process serves, and a leader still renews its lease
-	// (a leader stuck past the renew deadline gets restarted; one that
-	// gives up exits by itself). Readiness: the caches are synced (standbys
-	// too: they are ready to take over). Served before the start-up checks,
-	// so that a liveness probe does not kill a process that waits for the
-	// API server (checkAPI); /readyz fails until the caches are synced.
+	// Liveness: the process serves, and a leader (or a shard member) still
+	// renews its Lease: one stuck past the renew deadline gets restarted;
+	// one that gives up exits by itself. Readiness: the caches are synced
+	// (standbys too: they are ready to take over; sharded, see shardReady).
+	// Served before the start-up checks, so that a liveness probe does not
+	// kill a process that waits for the API server (checkAPI); /readyz
+	// fails until the caches are synced.
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	// synced is set once start-up is past its checks: whether the caches
-	// the workers read are synced.
-	var synced atomic.Pointer[func() bool]
+	health := metrics.Check{Name: "leader-election", Check: electionHealth.Check}
+	if member != nil {
+		// The same threshold as the leader's (the renew deadline), read
+		// from the member's fence: there is no elector to ask.
+		health = metrics.Check{Name: "shard-member", Check: member.Healthz}
+	}
+	// ready is set once start-up is past its checks: why the workers
+	// cannot work yet (their caches not synced), or nil.
+	var ready atomic.Pointer[func() error]
 	probes := http.NewServeMux()
-	probes.Handle("/healthz", metrics.ProbeHandler(metrics.Check{Name: "leader-election", Check: electionHealth.Check}))
+	probes.Handle("/healthz", metrics.ProbeHandler(health))
 	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
-		if f := synced.Load(); f == nil {
+		f := ready.Load()
+		if f == nil {
 			return errors.New("starting: checking the API server")
-		} else if !(*f)() {
-			return errors.New("caches not synced yet")
 		}
-		return nil
+		return (*f)()
 	}}))
 	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
 		return err
@@ -348,7 +359,7 @@ func run(ctx context.Context, o options) (err error) {
 	}()
 	recorder := broadcaster.NewRecorder(scheme, controllerName)
 	if member != nil {
-		return runSharded(ctx, o, member, kubeClient, fooClient, recorder, &synced)
+		return runSharded(ctx, o, member, kubeClient, fooClient, recorder, &ready)
 	}
 
 	// The transform trims objects before they are cached: the cache holds
@@ -373,8 +384,13 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	hasSynced := controller.HasSynced
-	synced.Store(&hasSynced)
+	synced := func() error {
+		if !controller.HasSynced() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}
+	ready.Store(&synced)
 
 	// Start is non-blocking. The informers start before the election so
 	// that a standby's cache is warm when it takes over, and stop when run

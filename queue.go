@@ -5,13 +5,15 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"example.com/foo-controller/pkg/lanes"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 // newQueue builds the workqueue over storage (the two lanes). client-go has
 // no constructor that takes both a rate limiter and the storage beneath the
 // queue, so each of the three layers — rate limiting, delaying, the FIFO
 // itself — is built with its own config, all with the same name, which
-// names the workqueue metrics.
+// names the workqueue metrics (pkg/metrics' provider, given explicitly so
+// that ForgetQueue can remove them when a sharded slot's queue stops).
 //
 // Retry policy: a key whose sync fails is retried after 5ms, 10ms, 20ms,
 // ... doubling up to 1000s, and all retries together are limited to 10/s
@@ -20,11 +22,11 @@ import (
 // key at once, whatever its backoff.
 func newQueue(name string, storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
 	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
-		Name: name, Queue: storage,
+		Name: name, Queue: storage, MetricsProvider: metrics.QueueMetrics,
 	})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
-		Name: name, Queue: fifo,
+		Name: name, Queue: fifo, MetricsProvider: metrics.QueueMetrics,
 	})
 	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying})
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying, MetricsProvider: metrics.QueueMetrics})
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +34,7 @@ import (
 // takes the slot and stopped, its in-flight syncs finished, before the
 // member releases it (shard.Member.Run). See docs/sharding.md.
 func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient kubernetes.Interface,
-	fooClient clientset.Interface, recorder events.EventRecorder, synced *atomic.Pointer[func() bool]) error {
+	fooClient clientset.Interface, recorder events.EventRecorder, ready *atomic.Pointer[func() error]) error {
 	logger := klog.FromContext(ctx)
 	slots := shard.Slots(o.shardSlots)
 
@@ -57,26 +59,38 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 	// every slot runs -workers in all, as a single leader does.
 	workers := max(1, (o.workers+o.shardSlots-1)/o.shardSlots)
 	var (
-		mu          sync.Mutex
+		mu sync.Mutex
+		// controllers has an entry for every slot whose work runs, nil
+		// until its controller is built.
 		controllers = map[int]*Controller{}
 	)
-	allSynced := func() bool {
+	readiness := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, c := range controllers {
-			if !c.HasSynced() {
-				return false
-			}
+		synced := map[int]func() bool{}
+		for slot, c := range controllers {
+			synced[slot] = func() bool { return c != nil && c.HasSynced() }
 		}
-		return true
+		return shardReady(member.Joined(), synced)
 	}
-	synced.Store(&allSynced)
+	ready.Store(&readiness)
 
 	work := func(ctx context.Context, slot int) error {
 		sel, err := slots.Selector([]int{slot})
 		if err != nil {
 			return err
 		}
+		queueName := fmt.Sprintf("%s-slot-%d", controllerName, slot)
+		mu.Lock()
+		controllers[slot] = nil // held, not ready until its caches sync
+		metrics.ShardSlots.Set(float64(len(controllers)))
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(controllers, slot)
+			metrics.ShardSlots.Set(float64(len(controllers)))
+			mu.Unlock()
+		}()
 		keep := func(ns string) bool { return slots.Of(ns) == slot }
 		deployments := newSlotInformer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -99,20 +113,17 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 		}
 		c, err := NewController(ctx, kubeClient, fooClient,
 			deploymentInformer{deployments}, fooInformer{foos}, recorder,
-			WithQueueName(fmt.Sprintf("%s-slot-%d", controllerName, slot)))
+			WithQueueName(queueName))
 		if err != nil {
 			return err
 		}
+		// The slot's queue is shut down when Run returns: its series go
+		// with it, rather than stay at their last value on a replica that
+		// no longer holds the slot.
+		defer metrics.ForgetQueue(queueName)
 		mu.Lock()
 		controllers[slot] = c
-		metrics.ShardSlots.Set(float64(len(controllers)))
 		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			delete(controllers, slot)
-			metrics.ShardSlots.Set(float64(len(controllers)))
-			mu.Unlock()
-		}()
 
 		informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 		var wg sync.WaitGroup
@@ -125,6 +136,38 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 		return c.Run(ctx, workers)
 	}
 	return member.Run(ctx, work)
+}
+
+// shardReady is the sharded replica's readiness (/readyz): it has joined
+// the group (its member Lease is created and it has neither left nor lost
+// it), and the caches of every slot it holds have synced (synced: slot →
+// whether its controller's caches have).
+//
+// A member holding no slot is ready: one of more replicas than slots, or
+// one waiting for members of another slot count to leave (a rollout that
+// changes -shard-slots) is a standby, as a leader-election standby is
+// ready, and must be: a Deployment rollout waits for its new Pods to be
+// ready before it stops old ones, and the old ones (another slot count)
+// are what the new ones wait for, so "not ready while waiting" would stop
+// such a rollout for good. How many slots are held shows in
+// foo_controller_shard_slots instead. A slot just taken (its informers
+// listing) makes the replica unready until its caches sync: the work it
+// took over is not being done yet, and a rollout had better wait.
+func shardReady(joined bool, synced map[int]func() bool) error {
+	if !joined {
+		return errors.New("not a member of the shard group (joining, or left)")
+	}
+	var waiting []int
+	for slot, ok := range synced {
+		if !ok() {
+			waiting = append(waiting, slot)
+		}
+	}
+	if len(waiting) > 0 {
+		slices.Sort(waiting)
+		return fmt.Errorf("caches of slots %v not synced yet", waiting)
+	}
+	return nil
 }
 
 // newSlotInformer builds an informer over one slot's objects (see

@@ -148,8 +148,8 @@ func (s *scenario) requireLostAndExited(p *process, id, wantReason string, timeo
 	return lost[0]
 }
 
-// healthWatch polls a controller's /healthz every 100ms and remembers the
-// first failure.
+// healthWatch polls a controller's /healthz and remembers the first
+// failure.
 type healthWatch struct {
 	mu        sync.Mutex
 	firstFail time.Time
@@ -157,7 +157,12 @@ type healthWatch struct {
 	codes     map[int]int // answers by status code (0: no answer)
 }
 
+// watchHealth polls every 100ms.
 func watchHealth(ctx context.Context, addr string) *healthWatch {
+	return watchHealthEvery(ctx, addr, 100*time.Millisecond)
+}
+
+func watchHealthEvery(ctx context.Context, addr string, every time.Duration) *healthWatch {
 	h := &healthWatch{codes: map[int]int{}}
 	go func() {
 		for ctx.Err() == nil {
@@ -168,7 +173,7 @@ func watchHealth(ctx context.Context, addr string) *healthWatch {
 				h.firstFail, h.body = time.Now(), body
 			}
 			h.mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(every)
 		}
 	}()
 	return h

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,25 @@ func shardedArgs(cl *cluster, leaseNS string, slots shard.Slots, verbosity strin
 		fmt.Sprintf("-shard-slots=%d", int(slots)), "-leader-elect-namespace=" + leaseNS,
 		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
 	}
+}
+
+// slotHolders reads the slot Leases of a group of the given slot count
+// from s's namespace: slot → holder ("" while free).
+func slotHolders(s *scenario, slots shard.Slots) map[int]string {
+	s.t.Helper()
+	list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{
+		LabelSelector: shard.RoleLabel + "=slot," + shard.SlotsLabel + "=" + strconv.Itoa(int(slots))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	h := map[int]string{}
+	for _, l := range list.Items {
+		var slot int
+		if _, err := fmt.Sscan(l.Labels[shard.SlotLabel], &slot); err == nil {
+			h[slot] = ptr.Deref(l.Spec.HolderIdentity, "")
+		}
+	}
+	return h
 }
 
 // TestShardedReplicas: two controller processes with -shard-slots share
@@ -83,20 +103,7 @@ func testShardedReplicas(t *testing.T, opts clusterOptions, filters string) {
 	const leaseDuration = 6 * time.Second
 	args := shardedArgs(cl, s.ns, slots, "-v=4")
 	identity := s.identityOf
-	holders := func() map[int]string {
-		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := map[int]string{}
-		for _, l := range list.Items {
-			var slot int
-			if _, err := fmt.Sscan(l.Labels[shard.SlotLabel], &slot); err == nil {
-				h[slot] = ptr.Deref(l.Spec.HolderIdentity, "")
-			}
-		}
-		return h
-	}
+	holders := func() map[int]string { return slotHolders(s, slots) }
 	count := func(h map[int]string, id string) int {
 		n := 0
 		for _, holder := range h {

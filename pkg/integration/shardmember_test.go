@@ -31,7 +31,15 @@ type slotLog struct {
 	mu       sync.Mutex
 	open     map[int]string       // slot → member working on it
 	started  map[string]time.Time // "member/slot" → when its Work last started
+	causes   map[string]error     // "member/slot" → why its Work last ended
 	problems []string
+}
+
+// cause says why member's Work on slot last ended (nil: it has not).
+func (l *slotLog) cause(member string, slot int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.causes[fmt.Sprintf("%s/%d", member, slot)]
 }
 
 func (l *slotLog) work(id string) shard.Work {
@@ -48,6 +56,10 @@ func (l *slotLog) work(id string) shard.Work {
 		if l.open[slot] == id {
 			delete(l.open, slot)
 		}
+		if l.causes == nil {
+			l.causes = map[string]error{}
+		}
+		l.causes[fmt.Sprintf("%s/%d", id, slot)] = context.Cause(ctx)
 		l.mu.Unlock()
 		return nil
 	}
@@ -134,6 +146,13 @@ func TestShardMembersShareSlots(t *testing.T) {
 	b := start("member-b", s.cl.admin)
 	s.eventually(20*time.Second, "a and b to hold 4 slots each", holding(map[*running]int{a: 4, b: 4}))
 	t.Logf("b joined: slots shared 4/4 after %v", time.Since(joined).Round(time.Millisecond))
+	for _, slot := range b.m.Held() {
+		// Handed over: a's Work ends as in a graceful stop, its in-flight
+		// work let finish.
+		if cause := log.cause("member-a", slot); !errors.Is(cause, context.Canceled) {
+			t.Errorf("a's Work on slot %d, handed over to b, ended with %v, want context.Canceled", slot, cause)
+		}
+	}
 
 	// A graceful stop releases at once: a holds everything well before
 	// b's Lease could have expired.
@@ -193,8 +212,14 @@ func TestShardMembersShareSlots(t *testing.T) {
 	t.Logf("c cut off: it stopped writing after %v; a took its slots after %v", fenced.Sub(cut).Round(time.Millisecond), time.Since(cut).Round(time.Millisecond))
 	select {
 	case err := <-c.done:
-		if !errors.Is(err, leader.ErrLost) {
-			t.Errorf("c's Run returned %v, want leader.ErrLost", err)
+		if !errors.Is(err, leader.ErrLost) || !errors.Is(err, shard.ErrLost) || strings.Contains(err.Error(), "leader") {
+			t.Errorf("c's Run returned %v, want shard.ErrLost (and leader.ErrLost), in a member's words", err)
+		}
+		for _, slot := range cSlots {
+			// Lost: c's Works are told so, to stop at once.
+			if cause := log.cause("member-c", slot); !errors.Is(cause, shard.ErrLost) {
+				t.Errorf("c's Work on slot %d ended with %v, want shard.ErrLost", slot, cause)
+			}
 		}
 		c.done <- err
 	case <-time.After(10 * time.Second):
@@ -254,6 +279,12 @@ func TestShardMembersShareSlots(t *testing.T) {
 		return d.m.Check(namespaceIn(4, 0)) != nil, fmt.Sprint(d.m.Held())
 	})
 	stopped := time.Since(overwritten)
+	s.eventually(4*base.RetryPeriod, "d's Work on slot 0 to end", func() (bool, string) {
+		return log.cause("member-d", 0) != nil, "still running"
+	})
+	if cause := log.cause("member-d", 0); !errors.Is(cause, shard.ErrSlotTaken) || !strings.Contains(cause.Error(), `"intruder"`) {
+		t.Errorf("d's Work on slot 0 ended with %v, want shard.ErrSlotTaken naming the intruder", cause)
+	}
 	if l, err := leases.Get(s.ctx, "shard-test-slot-0-of-4", metav1.GetOptions{}); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "intruder" {
 		t.Errorf("slot 0's Lease after d stopped: %v %v, want it still naming the intruder (not released)", ptrHolder(l), err)
 	}

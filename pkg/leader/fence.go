@@ -35,6 +35,10 @@ import (
 type Fence struct {
 	validFor time.Duration
 	now      func() time.Time
+	// lost and stale word the refusals: after Close, and past the renew
+	// deadline (a format taking it).
+	lost  error
+	stale string
 
 	mu     sync.Mutex
 	until  time.Time // writes pass before this
@@ -43,7 +47,16 @@ type Fence struct {
 }
 
 // NewFence returns a Fence for c's timings, closed until the first renewal.
-func NewFence(c Config) *Fence { return &Fence{validFor: c.RenewDeadline, now: time.Now} }
+func NewFence(c Config) *Fence {
+	return NewFenceFor(c.RenewDeadline, ErrLost, "not leading (no renewal of the Lease in the last %v)")
+}
+
+// NewFenceFor returns a Fence for a Lease other than the leader's (a shard
+// member's), closed until the first renewal: its refusals say lost once it
+// is closed, and stale (a format given renewDeadline) past the deadline.
+func NewFenceFor(renewDeadline time.Duration, lost error, stale string) *Fence {
+	return &Fence{validFor: renewDeadline, now: time.Now, lost: lost, stale: stale}
+}
 
 // Renewed records a successful write of the Lease naming us, sent at sentAt.
 func (f *Fence) Renewed(sentAt time.Time) {
@@ -69,6 +82,26 @@ func (f *Fence) Check() error {
 	return f.checkLocked()
 }
 
+// Stale returns why the holder is overdue, or nil: once renewed at all, its
+// last successful renewal was sent more than RenewDeadline ago. It is a
+// liveness check (a shard member's /healthz) with the threshold of the
+// leader's (Config.HealthzTimeout): a holder past it has stopped writing
+// and should have given up, so one still running is wedged. Before the
+// first renewal it passes, as the leader's does for a standby; Close does
+// not change it (a lost holder exits by itself).
+func (f *Fence) Stale() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.led {
+		return nil
+	}
+	if now := f.now(); !now.Before(f.until) {
+		since := now.Sub(f.until) + f.validFor
+		return fmt.Errorf("last renewal of the Lease sent %v ago, past the renew deadline (%v)", since.Round(time.Millisecond), f.validFor)
+	}
+	return nil
+}
+
 // checkConn returns why nothing may be written on a connection now, or nil:
 // a standby's connections (its informers' lists and watches) are never
 // guarded.
@@ -84,9 +117,9 @@ func (f *Fence) checkConn() error {
 func (f *Fence) checkLocked() error {
 	switch now := f.now(); {
 	case f.closed:
-		return fmt.Errorf("write refused: %w", ErrLost)
+		return fmt.Errorf("write refused: %w", f.lost)
 	case !now.Before(f.until):
-		return fmt.Errorf("write refused: not leading (no renewal of the Lease in the last %v)", f.validFor)
+		return fmt.Errorf("write refused: "+f.stale, f.validFor)
 	}
 	return nil
 }

@@ -117,3 +117,40 @@ func TestFenceDial(t *testing.T) {
 		t.Errorf("got %v, want the connection closed by the refused write", err)
 	}
 }
+
+// TestFenceStale: the liveness side of the Fence passes before the first
+// renewal (a holder still joining) and within the renew deadline of the
+// last one, and fails from the deadline on, whatever Close did. A Fence
+// made with NewFenceFor words its refusals as it was told, and its loss
+// still matches what it was given.
+func TestFenceStale(t *testing.T) {
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	now := start
+	lostMember := errors.New("member lost")
+	f := NewFenceFor(4*time.Second, lostMember, "not a live member (no renewal in the last %v)")
+	f.now = func() time.Time { return now }
+	if err := f.Stale(); err != nil {
+		t.Errorf("before the first renewal: %v, want nil", err)
+	}
+	f.Renewed(start)
+	for _, tc := range []struct {
+		at    time.Duration
+		stale bool
+	}{{time.Second, false}, {4*time.Second - time.Nanosecond, false}, {4 * time.Second, true}, {time.Minute, true}} {
+		now = start.Add(tc.at)
+		if err := f.Stale(); (err != nil) != tc.stale {
+			t.Errorf("%v after the renewal: %v, want stale %v", tc.at, err, tc.stale)
+		}
+	}
+	if err := f.Check(); err == nil || !strings.Contains(err.Error(), "not a live member (no renewal in the last 4s)") {
+		t.Errorf("past the deadline, Check: %v", err)
+	}
+	f.Close()
+	if err := f.Check(); !errors.Is(err, lostMember) || errors.Is(err, ErrLost) {
+		t.Errorf("after Close, Check: %v, want it to wrap the given loss only", err)
+	}
+	now = start.Add(time.Second)
+	if err := f.Stale(); err != nil {
+		t.Errorf("closed within the deadline: %v, want nil (Close does not change it)", err)
+	}
+}

@@ -4,11 +4,13 @@
 // Everything is registered in component-base's legacyregistry, the registry
 // the Kubernetes components themselves use, so that the well-kept adapters
 // for client-go come for free: importing
-// k8s.io/component-base/metrics/prometheus/workqueue exports every named
-// workqueue's depth, adds, queue latency, work duration, unfinished work,
-// longest running processor and retries (workqueue_* with a name label), and
 // k8s.io/component-base/metrics/prometheus/restclient exports client-go's
-// request counts and latencies by verb, host and code (rest_client_*).
+// request counts and latencies by verb, host and code (rest_client_*). The
+// workqueue series (every named workqueue's depth, adds, queue latency,
+// work duration, unfinished work, longest running processor and retries:
+// workqueue_* with a name label) are the same as component-base's
+// adapter's, from a provider of our own that can also remove a stopped
+// queue's series (QueueMetrics, ForgetQueue).
 // docs/operations.md lists every metric and the alerts worth having.
 package metrics
 
@@ -19,10 +21,9 @@ import (
 	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	// Registered for their side effects: client-go's workqueue and REST
-	// client metrics, exported through legacyregistry.
+	// Registered for its side effects: client-go's REST client metrics,
+	// exported through legacyregistry.
 	_ "k8s.io/component-base/metrics/prometheus/restclient"
-	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )
 
 const subsystem = "foo_controller"

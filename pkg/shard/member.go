@@ -66,12 +66,36 @@ func (c Config) Validate() error {
 }
 
 // Work is what a member runs for each slot it holds. Its context is
-// cancelled when the slot must go (rebalanced to another member, or a
-// graceful stop); the slot's Lease is released only after Work has
-// returned, and the member's writes for the slot's namespaces are refused
-// from that moment (see WrapTransport). An error returned while the
-// context is still live ends the member: Run returns it.
+// cancelled when the slot must go, and context.Cause tells how:
+//   - context.Canceled: handed over to another member, or a graceful
+//     stop. The slot's Lease is released only after Work has returned, and
+//     the member's writes for the slot's namespaces pass until then (see
+//     WrapTransport): in-flight work may finish.
+//   - ErrSlotTaken: the slot's Lease names another member now, or ErrLost
+//     (and leader.ErrLost): the member lost its own Lease. Its writes for
+//     the slot are refused already; Work should stop at once.
+//
+// An error returned while the context is still live ends the member: Run
+// returns it.
 type Work func(ctx context.Context, slot int) error
+
+// ErrLost is why a member stopped while it still wanted to work: its
+// member Lease was not renewed within RenewDeadline, was deleted, or names
+// another member. The error Run returns then matches both ErrLost and
+// leader.ErrLost (errors.Is), so that the process handles it as it does a
+// lost leader (it exits at once, Events still queued are dropped), and
+// says which of the three happened, in a member's words, not a leader's.
+var ErrLost = errors.New("shard member lost its Lease")
+
+// ErrSlotTaken is the cause with which a slot's Work is cancelled when the
+// slot's Lease was found naming another member.
+var ErrSlotTaken = errors.New("slot taken by another member")
+
+// lostError is ErrLost with the reason.
+type lostError struct{ reason string }
+
+func (e *lostError) Error() string   { return ErrLost.Error() + ": " + e.reason }
+func (e *lostError) Unwrap() []error { return []error{ErrLost, leader.ErrLost} }
 
 // Member takes part in sharing the slots of a group among replicas, each
 // slot held by at most one member at a time through its Lease.
@@ -90,6 +114,8 @@ type Member struct {
 
 	mu      sync.Mutex
 	writing map[int]bool // slots whose namespaces may be written to
+
+	joined atomic.Bool // in the group: joined, and neither left nor lost
 }
 
 // NewMember returns a member; client must not be fenced (it renews).
@@ -100,10 +126,28 @@ func NewMember(client kubernetes.Interface, c Config) (*Member, error) {
 	return &Member{
 		cfg:     c,
 		client:  client,
-		fence:   leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}),
+		fence:   newFence(c.RenewDeadline),
 		writing: map[int]bool{},
 	}, nil
 }
+
+// newFence is a member's fence: its refusals speak of the member Lease.
+func newFence(renewDeadline time.Duration) *leader.Fence {
+	return leader.NewFenceFor(renewDeadline, ErrLost, "not a live member (no renewal of the member Lease in the last %v)")
+}
+
+// Joined reports whether the member is in its group: it has created its
+// Lease, and has neither left nor lost it.
+func (m *Member) Joined() bool { return m.joined.Load() }
+
+// Healthz is the member's liveness check (a metrics.Check for /healthz):
+// it fails once the member's last successful renewal of its Lease is older
+// than RenewDeadline, the threshold of the leader's own check
+// (leader.Config.HealthzTimeout). A member that cannot renew stops writing
+// at that moment and exits at its next tick; one still running past it is
+// wedged (its loop stuck), and a restart is what it needs. Before joining
+// it passes (the process may be waiting for the API server).
+func (m *Member) Healthz(*http.Request) error { return m.fence.Stale() }
 
 // Held returns the slots whose namespaces this member may write to now.
 func (m *Member) Held() []int {
@@ -345,13 +389,20 @@ func (v view) free(n Slots) []int {
 
 // slotState is a slot this member holds, while its Work runs.
 type slotState struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when Work returned and the slot was released
 	going  bool          // Work was asked to stop (Run's goroutine only)
 	since  time.Time     // when we took it
 	// taken is set when the slot's Lease was found naming another member:
 	// writes for it stop at once, and it is not released (not ours).
 	taken atomic.Bool
+}
+
+// stop asks the slot's Work to return, with cause (nil: context.Canceled,
+// a hand-over or a graceful stop; see Work).
+func (s *slotState) stop(cause error) {
+	s.going = true
+	s.cancel(cause)
 }
 
 // Run joins the group and runs work for each slot this member holds, until
@@ -361,9 +412,10 @@ type slotState struct {
 // slot's Lease once its Work has returned, then deletes the member's own
 // Lease, so that the others take the slots at their next RetryPeriod; Run
 // returns nil. A lost member Lease (no renewal within RenewDeadline, or
-// another writer changed it) shuts every write at once, cancels the Works,
-// and Run returns leader.ErrLost without waiting for more than a moment:
-// the process must exit, as other members may be taking its slots.
+// another writer changed it, or deleted it) shuts every write at once,
+// cancels the Works (cause ErrLost), and Run returns an error matching
+// ErrLost and leader.ErrLost without waiting for more than a moment: the
+// process must exit, as other members may be taking its slots.
 func (m *Member) Run(ctx context.Context, work Work) error {
 	c := m.cfg
 	logger := klog.FromContext(ctx).WithValues("group", c.Group, "identity", c.Identity)
@@ -393,6 +445,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	if err != nil {
 		return err
 	}
+	m.joined.Store(true)
 	logger.Info("Joined the shard group", "slots", int(c.Slots), "lease", klog.KObj(self))
 
 	var (
@@ -414,15 +467,14 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		apiCtx   = context.WithoutCancel(ctx) // renewals go on while slots stop
 	)
 	defer tick.Stop()
-	stopAll := func() {
+	stopAll := func(cause error) {
 		for _, s := range slots {
-			s.going = true
-			s.cancel()
+			s.stop(cause)
 		}
 	}
 	lost := func(err error) error {
 		m.lose()
-		stopAll()
+		stopAll(err)
 		m.waitBriefly(slots)
 		return err
 	}
@@ -437,7 +489,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			// A graceful stop: every slot's Work returns and its slot is
 			// released while we go on renewing, then we leave.
 			stopping = nil
-			stopAll()
+			stopAll(nil)
 			continue
 		case slot := <-finished:
 			delete(slots, slot)
@@ -451,9 +503,18 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		tickStart := time.Now()
 		renewed, err := m.renew(apiCtx, leases, self)
 		if err != nil {
-			if m.fence.Check() != nil || errors.Is(err, errTaken) || apierrors.IsNotFound(err) {
-				logger.Info("Lost the member Lease; stopping all writes and exiting", "reason", err.Error())
-				return lost(leader.ErrLost)
+			var why string
+			switch {
+			case m.fence.Check() != nil:
+				why = fmt.Sprintf("not renewed within the renew deadline (%v)", c.RenewDeadline)
+			case errors.Is(err, errTaken):
+				why = err.Error()
+			case apierrors.IsNotFound(err):
+				why = "the member Lease was deleted"
+			}
+			if why != "" {
+				logger.Info("Lost the member Lease; stopping all writes and exiting", "reason", why)
+				return lost(&lostError{reason: why})
 			}
 			logger.Info("Could not renew the member Lease; trying again", "err", err.Error())
 			continue
@@ -505,14 +566,17 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 				m.mu.Lock()
 				delete(m.writing, slot)
 				m.mu.Unlock()
-				st.going = true
-				st.cancel()
+				st.stop(fmt.Errorf("slot %d: its Lease names %q: %w", slot, holder, ErrSlotTaken))
 			}
 		}
 		for _, l := range v.stale {
 			// Left by a killed process; the precondition keeps us from
 			// deleting one that came back to life.
-			err := leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			// Bounded, as every request of this loop: a request that hangs
+			// here would stop the renewals (a wedged member).
+			dctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
+			err := leases.Delete(dctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			cancel()
 			if err == nil {
 				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
 			}
@@ -532,8 +596,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			if v.yield {
 				// Both hold slots and it is older: ours go.
 				for _, slot := range keep {
-					slots[slot].going = true
-					slots[slot].cancel()
+					slots[slot].stop(nil)
 				}
 			}
 			continue
@@ -542,8 +605,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		release, acquire := Rebalance(keep, v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
 		for _, slot := range release {
 			logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
-			slots[slot].going = true
-			slots[slot].cancel()
+			slots[slot].stop(nil)
 		}
 		for _, slot := range acquire {
 			if _, ours := slots[slot]; ours {
@@ -566,7 +628,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 // returns, then its Lease is released.
 func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, work Work, finished chan<- int, errs chan<- error) *slotState {
 	slot, _ := strconv.Atoi(l.Labels[SlotLabel])
-	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &slotState{cancel: cancel, done: make(chan struct{}), since: time.Now()}
 	m.mu.Lock()
 	m.writing[slot] = true
@@ -724,6 +786,7 @@ func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name strin
 // leave deletes the member's Lease once every slot was released, so that
 // the others count one member less at once.
 func (m *Member) leave(ctx context.Context, leases leaseClient, self *coordinationv1.Lease) {
+	m.joined.Store(false)
 	m.fence.Close()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
 	defer cancel()
@@ -735,6 +798,7 @@ func (m *Member) leave(ctx context.Context, leases leaseClient, self *coordinati
 
 // lose shuts every write for good.
 func (m *Member) lose() {
+	m.joined.Store(false)
 	m.fence.Close()
 	m.mu.Lock()
 	clear(m.writing)

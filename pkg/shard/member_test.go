@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"example.com/foo-controller/pkg/leader"
@@ -165,7 +171,7 @@ func TestObserveStaleCacheAndMissingMembers(t *testing.T) {
 func TestMemberCheck(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 16, Identity: "self",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-	m := &Member{cfg: c, fence: leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}), writing: map[int]bool{}}
+	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[int]bool{}}
 	mine, other := "tenant-a", ""
 	for i := 0; other == ""; i++ {
 		if ns := "tenant-" + string(rune('b'+i)); c.Slots.Of(ns) != c.Slots.Of(mine) {
@@ -267,7 +273,7 @@ func (s *leaseStore) Delete(context.Context, string, metav1.DeleteOptions) error
 func TestRenewAfterALostResponse(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 4, Identity: "self",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-	m := &Member{cfg: c, fence: leader.NewFence(leader.Config{RenewDeadline: c.RenewDeadline}), writing: map[int]bool{}}
+	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[int]bool{}}
 	store := &leaseStore{}
 	self, err := m.join(t.Context(), store)
 	if err != nil {
@@ -293,5 +299,114 @@ func TestRenewAfterALostResponse(t *testing.T) {
 	_ = store.Delete(t.Context(), "", metav1.DeleteOptions{})
 	if _, err := m.renew(t.Context(), store, renewed); !apierrors.IsNotFound(err) {
 		t.Errorf("renewal of a deleted Lease: %v, want NotFound", err)
+	}
+}
+
+// TestLostSaysItIsAMember: the error a lost member ends with is matched by
+// what handles a lost leader (leader.ErrLost: exit at once, drop the
+// queued Events), but it says what happened in a member's words.
+func TestLostSaysItIsAMember(t *testing.T) {
+	err := error(&lostError{reason: "the member Lease was deleted"})
+	if !errors.Is(err, ErrLost) || !errors.Is(err, leader.ErrLost) {
+		t.Errorf("%v does not match both ErrLost and leader.ErrLost", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "leader") || !strings.Contains(msg, "member Lease was deleted") {
+		t.Errorf("the loss reads %q; want the member's words and the reason", msg)
+	}
+	m, err := NewMember(fake.NewClientset(), Config{Group: "g", Namespace: "ns", Slots: 4, Identity: "self",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fence.Renewed(time.Now())
+	m.lose()
+	if err := m.Check(""); !errors.Is(err, ErrLost) || strings.Contains(err.Error(), "leader") {
+		t.Errorf("a lost member's write refused with %v; want ErrLost, in a member's words", err)
+	}
+}
+
+// TestHealthzFailsForAWedgedMember: a member whose loop is stuck (here, in
+// a renewal that never returns: a client that ignores its timeout) lives on
+// but renews no more. Its liveness check passes before it joins and while
+// it renews, and fails once its last renewal is older than the renew
+// deadline, as the leader's does; its writes stop then too.
+func TestHealthzFailsForAWedgedMember(t *testing.T) {
+	client := fake.NewClientset()
+	var hung atomic.Bool
+	stuck := make(chan struct{})
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && hung.Load() && strings.Contains(l.Name, "-member-") {
+			<-stuck
+		}
+		return false, nil, nil
+	})
+	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "self",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	m, err := NewMember(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+	if err := m.Healthz(probe); err != nil || m.Joined() {
+		t.Fatalf("before joining: healthz %v, joined %v; want healthy, not joined", err, m.Joined())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, func(ctx context.Context, _ int) error { <-ctx.Done(); return nil })
+	}()
+	defer func() {
+		close(stuck)
+		cancel()
+		select {
+		case err := <-done:
+			// Let go past its deadline, it stops or finds itself lost.
+			if err != nil && !errors.Is(err, ErrLost) {
+				t.Errorf("the member's Run, once let go and stopped: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("the member did not stop")
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !m.Joined() || len(m.Held()) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the member did not join and take both slots: joined %v, held %v", m.Joined(), m.Held())
+		}
+	}
+	for range 5 {
+		if err := m.Healthz(probe); err != nil {
+			t.Fatalf("a member that renews is unhealthy: %v", err)
+		}
+		time.Sleep(c.RetryPeriod)
+	}
+	hung.Store(true)
+	since := time.Now()
+	for m.Healthz(probe) == nil {
+		if time.Since(since) > 2*c.LeaseDuration {
+			t.Fatalf("healthz still passes %v after the renewals stopped (renew deadline %v)", time.Since(since), c.RenewDeadline)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(since)
+	if took > c.RenewDeadline+c.RetryPeriod || took < c.RenewDeadline-c.RetryPeriod {
+		t.Errorf("healthz failed %v after the renewals stopped, want at the renew deadline (%v, within a retry period)", took, c.RenewDeadline)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v): the member was not wedged", err)
+	default:
+	}
+	if err := m.Check(namespaceOf(c.Slots, m.Held()[0])); err == nil {
+		t.Errorf("a wedged member past its renew deadline may still write")
+	}
+	t.Logf("healthz failed %v after the renewals stopped: %v", took.Round(time.Millisecond), m.Healthz(probe))
+}
+
+// namespaceOf returns a namespace in slot.
+func namespaceOf(n Slots, slot int) string {
+	for i := 0; ; i++ {
+		if ns := "ns-" + strconv.Itoa(i); n.Of(ns) == slot {
+			return ns
+		}
 	}
 }
