@@ -224,14 +224,20 @@ done
 # ---------------------------------------------------------------------------
 # start <component> <args...>: run the binary in the background with its own
 # log file and pid file; it outlives this script until local-down.sh stops it.
-# nohup (which execs, so the pid stays the same) shields it from the
-# terminal's hangup. Ctrl-C while local-up.sh runs reaches the components too
-# (they shut down cleanly); once local-up.sh has returned they are no longer
-# in the terminal's foreground group, so a later Ctrl-C doesn't touch them.
+# setsid puts it in a session of its own, so that no terminal signal reaches
+# it: a Ctrl-C meant for whatever started local-up.sh (make bench, make run)
+# would otherwise reach every component at once, and the caller could not
+# clean up (delete its namespaces) through an API server already gone. Only
+# local-down.sh stops the plane. setsid and nohup exec (the shell's
+# background child is not a group leader, so setsid needs no fork): the pid
+# written is the binary's.
+# A Ctrl-C while components start (they no longer see it themselves) stops
+# what was started, as a failed start does; cleared once the plane is up.
+trap 'printf "local-up: interrupted: stopping what was started\n" >&2; "$REPO_ROOT/hack/local-down.sh" >&2 || true; exit 130' INT TERM
 start() {
   local c=$1; shift
   log "starting $c (log: $LOGS/$c.log)"
-  nohup "$BIN/$c" "$@" >"$LOGS/$c.log" 2>&1 </dev/null &
+  setsid nohup "$BIN/$c" "$@" >"$LOGS/$c.log" 2>&1 </dev/null &
   echo $! >"$PIDS/$c.pid"
 }
 
@@ -464,5 +470,6 @@ local control plane is up in $((SECONDS - start_time))s (state: $STATE_DIR)
 Stop with: $REPO_ROOT/hack/local-down.sh [--clean]
 To use it:
 EOF
+trap - INT TERM
 # The only line on stdout, so `eval "$(hack/local-up.sh)"` works.
 echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
