@@ -166,7 +166,7 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.DurationVar(&o.burstProfile, "burst-profile", 0,
 		"Save the controller's CPU profile over this much of the burst, from the first create (first repeat), to _output/cpu-N-STAMP-burst.pb.gz: where the controller's share of the burst goes. 0: none.")
 	fs.IntVar(&o.restarts, "restarts", 1,
-		"Restart the converged controller this many times, each right after a bare list of the same objects: the start-up figures are medians, and \"start-up vs a bare list\" the median of each pair's ratio. Memory figures are of the last restart.")
+		"Restart the converged controller this many times, each right after a bare list of the same objects: the start-up figures and the restart's peak RSS are medians, and \"start-up vs a bare list\" the median of each pair's ratio; the RSS and live heap once keys are processed are the last restart's.")
 	fs.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
 		func(v string) error { o.controller.args = append(o.controller.args, v); return nil })
 	fs.Func("controller-env", "An extra environment variable for the controller only, e.g. -controller-env=GOGC=50 (repeatable). For experiments.",
@@ -235,6 +235,19 @@ func (o options) validate(ownControlPlane bool) error {
 	}
 	if o.burstProfile < 0 {
 		return errors.New("-burst-profile must not be negative")
+	}
+	// An idle window shorter than a second measures nothing (and a CPU
+	// profile of it asks pprof for 0 seconds, which it takes as 30).
+	if o.idle < time.Second || o.timeout <= 0 {
+		return errors.New("-idle must be at least 1s and -timeout positive")
+	}
+	if seen := map[int]bool{}; len(o.ns) > 0 {
+		for _, n := range o.ns {
+			if seen[n] {
+				return fmt.Errorf("-n lists %d twice: memory per Foo comes from the difference between two N", n)
+			}
+			seen[n] = true
+		}
 	}
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")

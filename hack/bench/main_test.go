@@ -2,7 +2,7 @@ package main
 
 import (
 	"errors"
-	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -82,6 +82,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "repeat zero", args: []string{"-repeat", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
 		{name: "concurrency zero", args: []string{"-concurrency", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
 		{name: "restarts zero", args: []string{"-restarts", "0"}, refused: "-repeat, -concurrency and -restarts must be at least 1"},
+		{name: "idle negative", args: []string{"-idle", "-5s"}, refused: "-idle must be at least 1s and -timeout positive"},
+		{name: "idle below a second", args: []string{"-idle", "500ms"}, refused: "-idle must be at least 1s and -timeout positive"},
+		{name: "timeout zero", args: []string{"-timeout", "0s"}, refused: "-idle must be at least 1s and -timeout positive"},
+		{name: "the same N twice", args: []string{"-n", "1000,1000"}, refused: "-n lists 1000 twice"},
 		{name: "burst profile negative", args: []string{"-burst-profile", "-5s"}, refused: "-burst-profile must not be negative"},
 		{name: "replicas negative", args: []string{"-replicas", "-1"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
 		{name: "replicas above the API's maximum", args: []string{"-replicas", "101"}, refused: "-replicas must be 0 to 100 (the Foo API's maximum)"},
@@ -221,20 +225,27 @@ func TestSampleMax(t *testing.T) {
 
 func TestCPUFigures(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	a := cpuMark{at: t0, cpu: map[string]float64{"kube-apiserver": 10, "etcd": 2, "controller": 1, "gone": 5}}
-	b := cpuMark{at: t0.Add(4 * time.Second), cpu: map[string]float64{"kube-apiserver": 15, "etcd": 3, "controller": 3, "late": 9}}
+	a := cpuMark{at: t0, busy: 100, cpu: map[string]float64{"kube-apiserver": 10, "etcd": 2, "controller": 1, "gone": 5}}
+	b := cpuMark{at: t0.Add(4 * time.Second), busy: 107.6, cpu: map[string]float64{"kube-apiserver": 15, "etcd": 3, "controller": 3, "late": 9}}
 	got := cpuFigures("burst", a, b)
 	want := figures{
 		"burst_cpu_kube_apiserver_s": 5, "burst_cpu_etcd_s": 1, "burst_cpu_controller_s": 2,
 		// 8 CPU seconds in 4 s of wall time; "gone" exited and "late"
 		// started within the phase: neither counts.
 		"burst_cpu_cores": 2,
+		// 7.6 busy seconds of the machine's in 4 s: 1.9 cores.
+		"burst_machine_cores": 1.9,
 	}
-	if !maps.Equal(got, want) {
+	if len(got) != len(want) {
 		t.Errorf("cpuFigures = %v, want %v", got, want)
 	}
+	for k, v := range want {
+		if math.Abs(got[k]-v) > 1e-9 {
+			t.Errorf("cpuFigures[%s] = %v, want %v", k, got[k], v)
+		}
+	}
 	lines := cpuSummary(got)
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "burst    2.00 cores: kube_apiserver 5.0s, controller 2.0s, etcd 1.0s") {
+	if len(lines) != 1 || lines[0] != "burst    2.00 cores: kube_apiserver 5.0s, controller 2.0s, etcd 1.0s; the machine 1.90 cores busy (others: -0.10)" {
 		t.Errorf("cpuSummary = %q", lines)
 	}
 }
@@ -249,5 +260,17 @@ func TestStatCPU(t *testing.T) {
 	}
 	if _, err := statCPU([]byte("4242 (x) S 1 2")); err == nil {
 		t.Error("statCPU of a short line: no error")
+	}
+}
+
+func TestMachineBusy(t *testing.T) {
+	stat := "cpu  1000 50 300 90000 400 20 30 5 0 0\ncpu0 500 25 150 45000 200 10 15 0 0 0\n"
+	got, err := machineBusy([]byte(stat))
+	// user+nice+system+irq+softirq+steal = 1000+50+300+20+30+5 ticks.
+	if err != nil || math.Abs(got-14.05) > 1e-9 {
+		t.Errorf("machineBusy = %v, %v; want 14.05", got, err)
+	}
+	if _, err := machineBusy([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("machineBusy of a line that is not cpu: no error")
 	}
 }

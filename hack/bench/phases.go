@@ -411,6 +411,11 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, spaces []
 			before.sum("rest_client_rate_limiter_duration_seconds_sum")) / nf,
 		"workqueue_depth_max": maxDepth,
 	}
+	if cpuExist.cpu == nil {
+		// Every Deployment and every Foo done between two polls: the
+		// burst ends with the tail.
+		cpuExist = cpuEnd
+	}
 	merge(fig, cpuFigures("burst", cpu0, cpuExist))
 	merge(fig, cpuFigures("tail", cpuExist, cpuEnd))
 	if withKCM {

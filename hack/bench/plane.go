@@ -49,12 +49,19 @@ func localPlane(ours bool) plane {
 type cpuMark struct {
 	at  time.Time
 	cpu map[string]float64
+	// busy is the whole machine's busy CPU seconds (/proc/stat), every
+	// process's, ours or not: what the figures above leave out is load
+	// from elsewhere (another agent's build, say).
+	busy float64
 }
 
 // mark reads every process's CPU time now. A process that has exited is
 // left out, so that a phase's figures are for those that ran all of it.
 func (p plane) mark(ctrls ...*controllerProc) cpuMark {
 	m := cpuMark{at: time.Now(), cpu: map[string]float64{}}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		m.busy, _ = machineBusy(b)
+	}
 	for name, pid := range p {
 		if s, err := pidCPUSeconds(pid); err == nil {
 			m.cpu[name] = s
@@ -88,8 +95,31 @@ func cpuFigures(phase string, a, b cpuMark) figures {
 	}
 	if wall := b.at.Sub(a.at).Seconds(); wall > 0 && len(fig) > 0 {
 		fig[phase+"_cpu_cores"] = sum / wall
+		if a.busy > 0 && b.busy > 0 {
+			fig[phase+"_machine_cores"] = (b.busy - a.busy) / wall
+		}
 	}
 	return fig
+}
+
+// machineBusy is the busy CPU seconds of the whole machine since boot,
+// from /proc/stat's first line: user, nice, system, irq, softirq and steal
+// (idle and iowait are not busy; guest time is already in user).
+func machineBusy(stat []byte) (float64, error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0, err
+		}
+		busy += v
+	}
+	return busy / clockTicks, nil
 }
 
 // cpuSummary is one line per phase: the cores used and the processes that
@@ -116,7 +146,11 @@ func cpuSummary(m figures) []string {
 		for _, u := range uses {
 			parts = append(parts, fmt.Sprintf("%s %.1fs", u.name, u.s))
 		}
-		out = append(out, fmt.Sprintf("%-8s %.2f cores: %s", phase, cores, strings.Join(parts, ", ")))
+		line := fmt.Sprintf("%-8s %.2f cores: %s", phase, cores, strings.Join(parts, ", "))
+		if busy, ok := m[phase+"_machine_cores"]; ok {
+			line += fmt.Sprintf("; the machine %.2f cores busy (others: %.2f)", busy, busy-cores)
+		}
+		out = append(out, line)
 	}
 	return out
 }

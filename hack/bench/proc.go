@@ -268,9 +268,11 @@ func settleScrapes(scrape func() (sample, error), quiet, max time.Duration) (sam
 		}
 		last = cur
 		if time.Since(stableSince) >= quiet {
-			break
+			return last, nil
 		}
 	}
+	// The figures read next include whatever the controller still does.
+	progress("settle: the controller was not quiet for %v within %v; measuring anyway", quiet, max)
 	return last, nil
 }
 
