@@ -565,8 +565,9 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	}
 	// The restarted process holds the same caches without what converging
 	// left behind (the Events' series cache, which client-go keeps for 6
-	// to 12 minutes; our writes' copies; maps grown to the burst's size):
-	// what a replica that has run for a while holds.
+	// to 12 minutes; our writes' copies; maps grown to the burst's size),
+	// read once its keys are processed and it is quiet: a replica that has
+	// run for hours is not measured.
 	if mem, err := ctrl.memStatus(); err == nil {
 		all["restart_rss_mb"] = float64(mem["VmRSS"]) / (1 << 20)
 	}
