@@ -49,16 +49,19 @@ test: test-unit test-integration ## Every test: unit, then integration on a real
 
 SOAK_DURATION ?= 10m
 SOAK_SEED ?=
+SOAK_SHARDS ?=
 
-# Empty SOAK_SEED: a random seed (the test logs it for a replay). The
-# timeout is SOAK_DURATION plus 30m: Go durations written one after the
-# other add up ("10m30m" is 40m).
+# Empty SOAK_SEED: a random seed (the test logs it for a replay). Empty
+# SOAK_SHARDS: one controller (TestChaosSoak); a slot count (4, 8):
+# sharded replicas whose membership churns (TestChaosSoakSharded, see
+# docs/sharding.md). The timeout is SOAK_DURATION plus 30m: Go durations
+# written one after the other add up ("10m30m" is 40m).
 .PHONY: soak
-soak: ## Chaos soak on a real control plane: SOAK_DURATION=10m SOAK_SEED=...
+soak: ## Chaos soak on a real control plane: SOAK_DURATION=10m SOAK_SEED=... SOAK_SHARDS=4 (sharded)
 	FOO_TESTBIN="$$(hack/install-testbin.sh --print-dir)" \
-	  FOO_SOAK_DURATION=$(SOAK_DURATION) FOO_SOAK_SEED=$(SOAK_SEED) \
+	  FOO_SOAK_DURATION=$(SOAK_DURATION) FOO_SOAK_SEED=$(SOAK_SEED) FOO_SOAK_SLOTS=$(SOAK_SHARDS) \
 	  go test -tags integration -count=1 -timeout $(SOAK_DURATION)30m $(GOTEST_FLAGS) \
-	  -run '^TestChaosSoak$$' -v ./pkg/integration/
+	  -run '^$(if $(SOAK_SHARDS),TestChaosSoakSharded,TestChaosSoak)$$' -v ./pkg/integration/
 
 .PHONY: run
 run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set); REPLICAS=2 for sharded replicas.

@@ -51,10 +51,27 @@ type scenario struct {
 // newScenario starts a scenario on the shared control plane.
 func newScenario(t *testing.T) *scenario { return newScenarioOn(t, env) }
 
-// newScenarioOn starts a scenario on the given control plane.
+// newScenarioOn starts a scenario on the given control plane, in a
+// namespace named after the test with a random suffix.
 func newScenarioOn(t *testing.T, cl *cluster) *scenario {
 	t.Helper()
-	s := &scenario{t: t, ctx: t.Context(), cl: cl}
+	return newScenarioIn(t, cl, testSlug(t)+"-"+utilrand.String(5))
+}
+
+// testSlug is the test's name as the start of a namespace name.
+func testSlug(t *testing.T) string {
+	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(slug) > 40 {
+		slug = slug[:40]
+	}
+	return strings.Trim(slug, "-")
+}
+
+// newScenarioIn starts a scenario on the given control plane, in a
+// namespace of the given name, which it creates.
+func newScenarioIn(t *testing.T, cl *cluster, ns string) *scenario {
+	t.Helper()
+	s := &scenario{t: t, ctx: t.Context(), cl: cl, ns: ns}
 	var err error
 	if s.kube, err = kubernetes.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
@@ -65,11 +82,6 @@ func newScenarioOn(t *testing.T, cl *cluster) *scenario {
 	if s.dyn, err = dynamic.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
 	}
-	slug := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(slug) > 40 {
-		slug = slug[:40]
-	}
-	s.ns = strings.Trim(slug, "-") + "-" + utilrand.String(5)
 	if _, err := s.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,11 @@ package integration
 // namespace to the invariants, and the deletion policies must have left
 // exactly what they promise. `make test` runs the short form (40s);
 // `make soak` runs it for as long as asked.
+//
+// TestChaosSoakSharded is the same over sharded replicas (-shard-slots)
+// whose membership churns: members killed, stopped and added among the
+// other operations; on top of the invariants, the audit log must show
+// every namespace written to only by its slot's holder at the time.
 
 import (
 	"context"
@@ -19,10 +24,12 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +38,7 @@ import (
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/plan"
+	"example.com/foo-controller/pkg/shard"
 )
 
 // The kinds of chaos operation, in the order the summary lists them.
@@ -44,11 +52,19 @@ const (
 	opDeleteDeployment  = "delete-deployment"
 	opFlipPolicy        = "flip-policy"
 	opRestartController = "restart-controller"
+	opKillMember        = "kill-member"
+	opStopMember        = "stop-member"
+	opAddMember         = "add-member"
 	opRestartAPIServer  = "restart-apiserver"
+	// Not operations: what the test did when a controller exited by
+	// itself (see checkControllers).
+	opRestartCrashed = "restart-crashed"
+	opReplaceLost    = "replace-lost"
 )
 
 var soakOps = []string{opCreate, opImage, opScale, opRename, opDelete, opEditDeployment, opDeleteDeployment,
-	opFlipPolicy, opRestartController, opRestartAPIServer}
+	opFlipPolicy, opRestartController, opKillMember, opStopMember, opAddMember, opRestartAPIServer,
+	opRestartCrashed, opReplaceLost}
 
 // soakImages are valid, pinned images for the Foos (kwok runs no image).
 var soakImages = []string{"nginx:1.25", "nginx:1.26", "nginx:1.27", "nginx:1.28"}
@@ -58,6 +74,19 @@ const (
 	// soakAPIServerGap is the least time between two API server restarts,
 	// so that the run makes progress in between.
 	soakAPIServerGap = 15 * time.Second
+
+	// The sharded soak's group: it starts with soakFirstMembers members,
+	// and the member operations keep it between 1 and soakMaxMembers.
+	soakFirstMembers = 2
+	soakMaxMembers   = 3
+	// soakSpacesPerSlot namespaces in each slot hold the sharded soak's Foos.
+	soakSpacesPerSlot = 2
+	// soakLossWindow: a member may lose its Lease and exit up to this long
+	// after the API server is back from a restart (see excusedExit): its
+	// renewals failed for the renew deadline (4s, shardedArgs) during the
+	// outage, or timed out on an API server still warming up, and it sees
+	// the loss at its next tick.
+	soakLossWindow = 10 * time.Second
 )
 
 // TestChaosSoak runs random operations for FOO_SOAK_DURATION (default
@@ -78,37 +107,101 @@ const (
 // scenario, not necessarily its interleaving with the controller.
 func TestChaosSoak(t *testing.T) {
 	t.Parallel()
-	duration := 40 * time.Second
-	if v := os.Getenv("FOO_SOAK_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			t.Fatalf("FOO_SOAK_DURATION=%q: want a positive Go duration (%v)", v, err)
+	runSoak(t, soakDuration(t, 40*time.Second), 0)
+}
+
+// TestChaosSoakSharded is TestChaosSoak over a shard group: the controller
+// is 1 to 3 processes with -shard-slots=FOO_SOAK_SLOTS (default 4) and the
+// short Lease timings of shardedArgs (6s, 4s, 1s), over two namespaces in
+// each slot (spacesInSlots: the same names, so the same slots, in every
+// run). The controller restarts give way to membership churn: SIGKILL a
+// member or SIGTERM one (while two or more run), add one (up to three).
+// A member that exits by itself fails the test, unless it lost its Lease
+// to an API server restart (excusedExit); either way it is started again
+// in its place, as its Pod would be. Afterwards, as well as the
+// invariants and the deletion policies in every namespace, the audit log
+// must show that every write to a namespace reached the API server while
+// its writer held the namespace's slot Lease (checkSlotWrites): never two
+// members writing to one namespace in overlapping windows.
+// FOO_SOAK_DURATION defaults to 30s here; FOO_SOAK_SEED replays the
+// operations as in TestChaosSoak, the namespace of each Foo included.
+func TestChaosSoakSharded(t *testing.T) {
+	t.Parallel()
+	slots := 4
+	if v := os.Getenv("FOO_SOAK_SLOTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			t.Fatalf("FOO_SOAK_SLOTS=%q: want a slot count from 1 to 64 (%v)", v, err)
 		}
-		duration = d
+		slots = n
 	}
+	runSoak(t, soakDuration(t, 30*time.Second), shard.Slots(slots))
+}
+
+// soakDuration is FOO_SOAK_DURATION, or def if it is unset.
+func soakDuration(t *testing.T, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv("FOO_SOAK_DURATION")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("FOO_SOAK_DURATION=%q: want a positive Go duration (%v)", v, err)
+	}
+	return d
+}
+
+// runSoak runs the chaos for duration, then checks the end state. With
+// slots 0, one controller watches one namespace; otherwise a shard group of
+// that many slots shares several namespaces.
+func runSoak(t *testing.T, duration time.Duration, slots shard.Slots) {
 	seed := seedFromEnv(t, "FOO_SOAK_SEED")
 	// Its own control plane: the soak restarts the API server. With
 	// shutdown-send-retry-after (as in production behind a load balancer),
 	// a stopped API server answers 429 Retry-After while it drains and exits
 	// in about 2s; without it, it stops listening at once but takes 20s to
 	// exit, and each restart would stall the chaos for half a minute.
-	cl := privateCluster(t, clusterOptions{apiserverFlags: map[string]string{"shutdown-send-retry-after": "true"}})
+	flags := map[string]string{"shutdown-send-retry-after": "true"}
+	if slots != 0 {
+		// The audit log is read whole at the end (checkSlotWrites): no
+		// rotation at its default 100 MB in a long soak.
+		flags["audit-log-maxsize"] = "100000"
+	}
+	cl := privateCluster(t, clusterOptions{apiserverFlags: flags})
 	// envtest gives a restarted API server 20s to become healthy: short on
 	// a busy machine, and a failed start would end the run.
 	cl.env.ControlPlane.APIServer.StartTimeout = 2 * time.Minute
-	s := newScenarioOn(t, cl)
 	c := &soak{
-		t: t, s: s, cl: cl, seed: seed,
+		t: t, cl: cl, seed: seed, slots: slots,
 		rng:         rand.New(rand.NewPCG(seed, seed)),
 		counts:      map[string]*soakCount{},
 		owner:       map[string]string{},
 		deletedWith: map[string]samplev1alpha1.DeletionPolicy{},
 		mustKeep:    map[string]string{},
 	}
+	if slots == 0 {
+		c.spaces = []*scenario{newScenarioOn(t, cl)}
+	} else {
+		c.spaces = spacesInSlots(t, cl, slots, soakSpacesPerSlot)
+		bySlot := map[int][]string{}
+		for _, sp := range c.spaces {
+			bySlot[slots.Of(sp.ns)] = append(bySlot[slots.Of(sp.ns)], sp.ns)
+		}
+		t.Logf("%d slots; namespaces by slot: %v", int(slots), bySlot)
+	}
+	c.s = c.spaces[0]
+	s := c.s
 	t.Cleanup(c.report)
 
 	c.start = time.Now()
-	c.ctrl = s.startController("-v=2")
+	if slots == 0 {
+		c.ctrl = s.startController("-v=2")
+	} else {
+		for range soakFirstMembers {
+			c.members = append(c.members, c.startMember())
+		}
+	}
 	for range soakInitialFoos {
 		c.do(opCreate)
 	}
@@ -121,24 +214,38 @@ func TestChaosSoak(t *testing.T) {
 			t.Fatal("test context ended during the chaos")
 		case <-time.After(pause):
 		}
-		c.checkController()
+		c.checkControllers()
 		c.do(c.pick())
 	}
 	chaosEnd := time.Now()
-	c.checkController()
+	c.checkControllers()
 	t.Logf("chaos over after %d operations in %v; %d Foos in the model", c.ops,
 		chaosEnd.Sub(c.start).Round(time.Millisecond), len(c.foos))
 
-	s.eventually(3*time.Minute, "the invariants", c.progress("the invariants", s.invariants))
+	s.eventually(3*time.Minute, "the invariants", c.progress("the invariants", c.invariants))
 	t.Logf("invariants hold %v after the end of the chaos", time.Since(chaosEnd).Round(time.Millisecond))
 	s.eventually(2*time.Minute, "the deletion policies' leftovers", c.progress("the deletion policies' leftovers", c.leftovers))
 	t.Logf("deletion policies respected %v after the end of the chaos", time.Since(chaosEnd).Round(time.Millisecond))
 
-	foos, _ := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
-	deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
-	if foos != nil && deps != nil {
-		t.Logf("end state: %d Foos, %d Deployments (%d kept by Orphan deletions that were checked)",
-			len(foos.Items), len(deps.Items), len(c.mustKeep))
+	nFoos, nDeps := 0, 0
+	for _, sp := range c.spaces {
+		if foos, deps, err := sp.listAll(); err == nil {
+			nFoos += len(foos.Items)
+			nDeps += len(deps.Items)
+		}
+	}
+	t.Logf("end state: %d Foos, %d Deployments (%d kept by Orphan deletions that were checked) in %d namespaces",
+		nFoos, nDeps, len(c.mustKeep), len(c.spaces))
+	if slots == 0 {
+		return
+	}
+	leases, checked, replicas := checkSlotWrites(t, cl, s.ns, slots)
+	t.Logf("%d writes checked against %d slot Lease writes by %d members: each from its slot's holder", checked, len(leases), replicas)
+	if checked == 0 {
+		t.Errorf("no write checked: the audit log shows none of the members' writes")
+	}
+	if t.Failed() {
+		t.Logf("slot Lease writes (seconds, slot, holder named): %s", leaseHistory(leases))
 	}
 }
 
@@ -147,13 +254,23 @@ func TestChaosSoak(t *testing.T) {
 // (a delete removes the Foo from it even if the request failed), so that
 // the choices do not depend on the cluster's answers (see TestChaosSoak).
 type soak struct {
-	t     *testing.T
-	s     *scenario
-	cl    *cluster
-	seed  uint64
-	rng   *rand.Rand
-	start time.Time
-	ctrl  *process
+	t      *testing.T
+	cl     *cluster
+	spaces []*scenario // the namespaces of the Foos
+	s      *scenario   // spaces[0]: starts the controllers, holds the Leases
+	seed   uint64
+	rng    *rand.Rand
+	start  time.Time
+	ctrl   *process // the one controller (slots 0)
+
+	// slots is the shard group's slot count, 0 for one controller. members
+	// is the group as the test's model sees it: it changes only by the
+	// member operations, and a member that exited by itself is started
+	// again in its place (checkControllers).
+	slots   shard.Slots
+	members []*process
+	// outages are the API server restarts: from the stop to healthy again.
+	outages [][2]time.Time
 
 	foos    []*soakFoo
 	nextFoo int // for unique Foo names
@@ -182,6 +299,7 @@ type soak struct {
 }
 
 type soakFoo struct {
+	sp               *scenario // its namespace
 	name, deployment string
 	policy           samplev1alpha1.DeletionPolicy
 }
@@ -207,7 +325,17 @@ func (c *soak) pick() string {
 	}
 	weights := []soakWeight{
 		{opCreate, create}, {opImage, 12}, {opScale, 12}, {opRename, 10}, {opDelete, 8},
-		{opEditDeployment, 12}, {opDeleteDeployment, 7}, {opFlipPolicy, 8}, {opRestartController, 5},
+		{opEditDeployment, 12}, {opDeleteDeployment, 7}, {opFlipPolicy, 8},
+	}
+	switch n := len(c.members); {
+	case c.slots == 0:
+		weights = append(weights, soakWeight{opRestartController, 5})
+	case n == 1:
+		weights = append(weights, soakWeight{opAddMember, 12})
+	case n < soakMaxMembers:
+		weights = append(weights, soakWeight{opKillMember, 3}, soakWeight{opStopMember, 3}, soakWeight{opAddMember, 5})
+	default:
+		weights = append(weights, soakWeight{opKillMember, 3}, soakWeight{opStopMember, 3})
 	}
 	if c.virtual-c.lastAPIServerRestart >= soakAPIServerGap {
 		weights = append(weights, soakWeight{opRestartAPIServer, 3})
@@ -253,6 +381,12 @@ func (c *soak) do(op string) {
 		detail, err = c.flipPolicy(ctx)
 	case opRestartController:
 		detail = c.restartController()
+	case opKillMember:
+		detail = c.killMember()
+	case opStopMember:
+		detail = c.stopMember()
+	case opAddMember:
+		detail = c.addMember()
 	case opRestartAPIServer:
 		detail = c.restartAPIServer()
 	default:
@@ -293,13 +427,18 @@ func shorten(s string, n int) string {
 // target draws one Foo of the model.
 func (c *soak) target() *soakFoo { return c.foos[c.rng.IntN(len(c.foos))] }
 
-func (c *soak) patchFoo(ctx context.Context, name, patch string, subresources ...string) error {
-	_, err := c.s.foos.SamplecontrollerV1alpha1().Foos(c.s.ns).Patch(ctx, name, types.MergePatchType, []byte(patch),
+func (c *soak) patchFoo(ctx context.Context, f *soakFoo, patch string, subresources ...string) error {
+	_, err := f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
 		metav1.PatchOptions{FieldManager: "chaos-user"}, subresources...)
 	return err
 }
 
+// create creates a Foo; with several namespaces, in one drawn first.
 func (c *soak) create(ctx context.Context) (string, error) {
+	sp := c.spaces[0]
+	if len(c.spaces) > 1 {
+		sp = c.spaces[c.rng.IntN(len(c.spaces))]
+	}
 	c.nextFoo++
 	name := fmt.Sprintf("foo-%d", c.nextFoo)
 	replicas := int32(c.rng.IntN(4))
@@ -308,7 +447,7 @@ func (c *soak) create(ctx context.Context) (string, error) {
 	if c.rng.IntN(10) < 3 {
 		policy = samplev1alpha1.DeletionPolicyOrphan
 	}
-	c.foos = append(c.foos, &soakFoo{name: name, deployment: name, policy: policy})
+	c.foos = append(c.foos, &soakFoo{sp: sp, name: name, deployment: name, policy: policy})
 	c.owner[name] = name
 
 	foo := newFoo(name, name, replicas)
@@ -319,14 +458,17 @@ func (c *soak) create(ctx context.Context) (string, error) {
 		foo.Spec.ContainerPort = ptr.To[int32](8080)
 		port = "8080"
 	}
-	_, err := c.s.foos.SamplecontrollerV1alpha1().Foos(c.s.ns).Create(ctx, foo, metav1.CreateOptions{FieldManager: "chaos-user"})
+	_, err := sp.foos.SamplecontrollerV1alpha1().Foos(sp.ns).Create(ctx, foo, metav1.CreateOptions{FieldManager: "chaos-user"})
+	if len(c.spaces) > 1 {
+		name = sp.ns + "/" + name
+	}
 	return fmt.Sprintf("%s replicas=%d image=%s policy=%s containerPort=%s", name, replicas, image, policy, port), err
 }
 
 func (c *soak) setImage(ctx context.Context) (string, error) {
 	f := c.target()
 	image := soakImages[c.rng.IntN(len(soakImages))]
-	return fmt.Sprintf("%s image=%s", f.name, image), c.patchFoo(ctx, f.name, fmt.Sprintf(`{"spec":{"image":%q}}`, image))
+	return fmt.Sprintf("%s image=%s", f.name, image), c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"image":%q}}`, image))
 }
 
 // scale sets spec.replicas, half the time through the scale subresource
@@ -337,11 +479,11 @@ func (c *soak) scale(ctx context.Context) (string, error) {
 	viaScale := c.rng.IntN(2) == 0
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
 	if viaScale {
-		_, err := c.s.dyn.Resource(fooGVR).Namespace(c.s.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
+		_, err := f.sp.dyn.Resource(fooGVR).Namespace(f.sp.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
 			metav1.PatchOptions{FieldManager: "chaos-user"}, "scale")
 		return fmt.Sprintf("%s replicas=%d (scale subresource)", f.name, replicas), err
 	}
-	return fmt.Sprintf("%s replicas=%d", f.name, replicas), c.patchFoo(ctx, f.name, patch)
+	return fmt.Sprintf("%s replicas=%d", f.name, replicas), c.patchFoo(ctx, f, patch)
 }
 
 func (c *soak) rename(ctx context.Context) (string, error) {
@@ -351,7 +493,7 @@ func (c *soak) rename(ctx context.Context) (string, error) {
 	f.deployment = fmt.Sprintf("%s-%d", f.name, c.nextDep)
 	c.owner[f.deployment] = f.name
 	return fmt.Sprintf("%s deploymentName %s -> %s", f.name, old, f.deployment),
-		c.patchFoo(ctx, f.name, fmt.Sprintf(`{"spec":{"deploymentName":%q}}`, f.deployment))
+		c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deploymentName":%q}}`, f.deployment))
 }
 
 func (c *soak) flipPolicy(ctx context.Context) (string, error) {
@@ -362,7 +504,7 @@ func (c *soak) flipPolicy(ctx context.Context) (string, error) {
 		f.policy = samplev1alpha1.DeletionPolicyOrphan
 	}
 	return fmt.Sprintf("%s deletionPolicy=%s", f.name, f.policy),
-		c.patchFoo(ctx, f.name, fmt.Sprintf(`{"spec":{"deletionPolicy":%q}}`, f.policy))
+		c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deletionPolicy":%q}}`, f.policy))
 }
 
 // deleteFoo deletes a Foo, recording the policy it had. If it had the
@@ -373,7 +515,7 @@ func (c *soak) deleteFoo(ctx context.Context) (string, error) {
 	f := c.foos[i]
 	c.foos = slices.Delete(c.foos, i, i+1)
 
-	foo, err := c.s.foos.SamplecontrollerV1alpha1().Foos(c.s.ns).Get(ctx, f.name, metav1.GetOptions{})
+	foo, err := f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Get(ctx, f.name, metav1.GetOptions{})
 	if err != nil {
 		return f.name + " (not deleted: reading it failed)", err
 	}
@@ -384,13 +526,13 @@ func (c *soak) deleteFoo(ctx context.Context) (string, error) {
 	finalizer := plan.HasOrphanFinalizer(foo)
 	keep := ""
 	if policy == samplev1alpha1.DeletionPolicyOrphan && finalizer {
-		dep, err := c.s.kube.AppsV1().Deployments(c.s.ns).Get(ctx, foo.Spec.DeploymentName, metav1.GetOptions{})
+		dep, err := f.sp.kube.AppsV1().Deployments(f.sp.ns).Get(ctx, foo.Spec.DeploymentName, metav1.GetOptions{})
 		if err == nil && dep.DeletionTimestamp == nil && plan.IsControlledBy(dep, foo.UID) {
 			keep = dep.Name
 		}
 	}
 	c.deletedWith[f.name] = policy
-	err = c.s.foos.SamplecontrollerV1alpha1().Foos(c.s.ns).Delete(ctx, f.name, metav1.DeleteOptions{
+	err = f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Delete(ctx, f.name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &foo.UID},
 	})
 	detail := fmt.Sprintf("%s policy=%s finalizer=%t", f.name, policy, finalizer)
@@ -422,7 +564,7 @@ func (c *soak) editDeployment(ctx context.Context) (string, error) {
 	default:
 		detail = fmt.Sprintf("%s label %s=someone-else", f.deployment, plan.ManagedByLabel)
 	}
-	deps := c.s.kube.AppsV1().Deployments(c.s.ns)
+	deps := f.sp.kube.AppsV1().Deployments(f.sp.ns)
 	dep, err := deps.Get(ctx, f.deployment, metav1.GetOptions{})
 	if err != nil {
 		return detail, err
@@ -459,7 +601,7 @@ func (c *soak) deleteDeployment(ctx context.Context) (string, error) {
 	if c.rng.IntN(2) == 0 {
 		propagation = metav1.DeletePropagationForeground
 	}
-	err := c.s.kube.AppsV1().Deployments(c.s.ns).Delete(ctx, f.deployment, metav1.DeleteOptions{PropagationPolicy: &propagation})
+	err := f.sp.kube.AppsV1().Deployments(f.sp.ns).Delete(ctx, f.deployment, metav1.DeleteOptions{PropagationPolicy: &propagation})
 	return fmt.Sprintf("%s (%s)", f.deployment, propagation), err
 }
 
@@ -486,12 +628,90 @@ func (c *soak) restartController() string {
 	return fmt.Sprintf("%s, new log %s", detail, filepath.Base(c.ctrl.log))
 }
 
+// startMember starts a member of the shard group, over every namespace.
+func (c *soak) startMember() *process {
+	return c.s.launch(controllerBin, nil, shardedArgs(c.cl, c.s.ns, c.slots, "-v=2")...)
+}
+
+// member draws a member of the group.
+func (c *soak) member() (int, *process) {
+	i := c.rng.IntN(len(c.members))
+	return i, c.members[i]
+}
+
+// killMember kills a member by SIGKILL: it releases nothing, and its slots
+// wait for its member Lease to expire.
+func (c *soak) killMember() string {
+	i, p := c.member()
+	c.members = slices.Delete(c.members, i, i+1)
+	p.kill()
+	return fmt.Sprintf("member %d of %d (%s); %d left", i, len(c.members)+1, filepath.Base(p.log), len(c.members))
+}
+
+// stopMember stops a member by SIGTERM (a rolling update, a scale-down):
+// it hands its slots back and leaves the group, and must exit 0.
+func (c *soak) stopMember() string {
+	i, p := c.member()
+	c.members = slices.Delete(c.members, i, i+1)
+	detail := fmt.Sprintf("member %d of %d (%s); %d left", i, len(c.members)+1, filepath.Base(p.log), len(c.members))
+	start := time.Now()
+	err := p.stop(30 * time.Second)
+	switch {
+	case err == nil:
+		detail += fmt.Sprintf(", exited 0 after %v", time.Since(start).Round(time.Millisecond))
+	case stoppedBeforeMain(err, p.log):
+		detail += " (stopped before main)"
+	default:
+		if why, ok := c.excusedExit(p); ok {
+			detail += fmt.Sprintf(" (had lost its Lease to the API server restart: %s)", why)
+			break
+		}
+		c.t.Errorf("a member did not shut down cleanly on SIGTERM (%s): %v\n%s", p.log, err, p.tail(30))
+		detail += fmt.Sprintf(" (unclean exit: %v)", err)
+	}
+	return detail
+}
+
+// addMember starts one more member: the others hand it its share.
+func (c *soak) addMember() string {
+	p := c.startMember()
+	c.members = append(c.members, p)
+	return fmt.Sprintf("%s; %d members", filepath.Base(p.log), len(c.members))
+}
+
+// excusedExit says whether a member's exit by itself is what a member
+// must do, not a failure: one that exited while the API server was being
+// restarted, or within soakLossWindow of its return (it lost its member
+// Lease, not renewed within the renew deadline, and exits so that its
+// slots can be taken, as docs/sharding.md says). It returns the reason the
+// member's log gives.
+func (c *soak) excusedExit(p *process) (string, bool) {
+	if p.running() {
+		return "", false
+	}
+	why := "no loss logged"
+	if lines := p.logLines("Lost the member Lease"); len(lines) > 0 {
+		why = shorten(lines[len(lines)-1], 200)
+		if i := strings.Index(why, "] "); i >= 0 {
+			why = why[i+2:]
+		}
+	}
+	for _, o := range c.outages {
+		if !p.ended.Before(o[0]) && !p.ended.After(o[1].Add(soakLossWindow)) {
+			return why, true
+		}
+	}
+	return why, false
+}
+
 // restartAPIServer stops the API server for 1–3s.
 func (c *soak) restartAPIServer() string {
 	down := time.Duration(1000+c.rng.IntN(2001)) * time.Millisecond
 	c.virtual += down
 	c.lastAPIServerRestart = c.virtual
 	start := time.Now()
+	outage := len(c.outages)
+	c.outages = append(c.outages, [2]time.Time{start, start.Add(time.Hour)}) // until it is back
 	if err := c.cl.stopAPIServer(); err != nil {
 		c.t.Fatalf("stopping the API server: %v", err)
 	}
@@ -501,19 +721,58 @@ func (c *soak) restartAPIServer() string {
 	if err := c.cl.startAPIServer(); err != nil {
 		c.t.Fatalf("starting the API server again: %v", err)
 	}
+	c.outages[outage][1] = time.Now()
 	return fmt.Sprintf("stopped in %v, down %v, healthy again in %v", stopped.Round(time.Millisecond), down,
 		time.Since(start).Round(time.Millisecond))
 }
 
-// checkController restarts a controller that exited by itself, which is a
-// failure: only the test stops it.
-func (c *soak) checkController() {
-	if c.ctrl.running() {
+// checkControllers restarts a controller that exited by itself, which is
+// a failure (only the test stops it), but for a member that lost its Lease
+// to an API server restart (excusedExit). A member is started again in its
+// place in the group, so that the model, and with it the choice of the
+// next operations, does not depend on what the cluster did.
+func (c *soak) checkControllers() {
+	if c.slots == 0 {
+		if c.ctrl.running() {
+			return
+		}
+		c.t.Errorf("the controller exited by itself (%s): %v\n%s", c.ctrl.log, c.ctrl.err, c.ctrl.tail(40))
+		c.ctrl = c.s.startController("-v=2")
+		c.record(opRestartCrashed, "the controller had exited by itself", nil)
 		return
 	}
-	c.t.Errorf("the controller exited by itself (%s): %v\n%s", c.ctrl.log, c.ctrl.err, c.ctrl.tail(40))
-	c.ctrl = c.s.startController("-v=2")
-	c.record("restart-crashed", "the controller had exited by itself", nil)
+	for i, p := range c.members {
+		if p.running() {
+			continue
+		}
+		c.members[i] = c.startMember()
+		detail := fmt.Sprintf("member %d (%s) had exited (%v) %s, started %s in its place", i, filepath.Base(p.log), p.err,
+			p.ended.Format("15:04:05.000"), filepath.Base(c.members[i].log))
+		if why, ok := c.excusedExit(p); ok {
+			c.record(opReplaceLost, detail+": "+why, nil)
+			continue
+		}
+		c.t.Errorf("a member exited by itself (%s), not in an API server restart: %v\n%s", p.log, p.err, p.tail(40))
+		c.record(opRestartCrashed, detail, nil)
+	}
+}
+
+// invariants checks the invariants in every namespace. With a shard group,
+// it first replaces members that exited (checkControllers): one may lose
+// its Lease to the last API server restart while the test waits.
+func (c *soak) invariants() (bool, string) {
+	if c.slots != 0 {
+		c.checkControllers()
+	}
+	for _, sp := range c.spaces {
+		if ok, state := sp.invariants(); !ok {
+			if len(c.spaces) > 1 {
+				state = sp.ns + ": " + state
+			}
+			return false, state
+		}
+	}
+	return true, ""
 }
 
 // progress wraps a condition to log what it still waits for every 15s,
@@ -534,19 +793,29 @@ func (c *soak) progress(what string, cond func() (bool, string)) func() (bool, s
 // without a controller must be one an Orphan deletion kept; the Deployments
 // of Foos deleted with the Delete policy are gone; and the ones an Orphan
 // deletion had to keep are there, without an owner.
+// Names are unique across namespaces (Foo names count up, and renames are
+// unique), so one pass over all of them is exact.
 func (c *soak) leftovers() (bool, string) {
-	foos, deps, err := c.s.listAll()
-	if err != nil {
-		return false, err.Error()
+	var (
+		foos []samplev1alpha1.Foo
+		deps []appsv1.Deployment
+	)
+	for _, sp := range c.spaces {
+		f, d, err := sp.listAll()
+		if err != nil {
+			return false, err.Error()
+		}
+		foos = append(foos, f.Items...)
+		deps = append(deps, d.Items...)
 	}
 	exists := map[string]bool{}
-	for _, f := range foos.Items {
+	for _, f := range foos {
 		exists[f.Name] = true
 	}
 	var problems []string
 	present := map[string]bool{}
-	for i := range deps.Items {
-		d := &deps.Items[i]
+	for i := range deps {
+		d := &deps[i]
 		present[d.Name] = true
 		fooName, known := c.owner[d.Name]
 		policy, deleted := c.deletedWith[fooName]
@@ -642,13 +911,17 @@ func (c *soak) scanControllerLogs() {
 func (c *soak) logCluster() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pods, err := c.s.kube.CoreV1().Pods(c.s.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		c.t.Logf("listing pods: %v", err)
-		return
+	var pods []corev1.Pod
+	for _, sp := range c.spaces {
+		list, err := c.s.kube.CoreV1().Pods(sp.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			c.t.Logf("listing pods: %v", err)
+			return
+		}
+		pods = append(pods, list.Items...)
 	}
 	byState := map[string]int{}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		node := "unscheduled"
 		if p.Spec.NodeName != "" {
 			node = "on a node"
@@ -659,7 +932,7 @@ func (c *soak) logCluster() {
 		}
 		byState[state]++
 	}
-	c.t.Logf("pods in the namespace: %v", byState)
+	c.t.Logf("pods in the namespaces: %v", byState)
 	nodes, err := c.s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		c.t.Logf("listing nodes: %v", err)
@@ -686,8 +959,7 @@ func (c *soak) logCluster() {
 func (c *soak) report() {
 	c.scanControllerLogs()
 	var b strings.Builder
-	kinds := append(slices.Clone(soakOps), "restart-crashed")
-	for _, op := range kinds {
+	for _, op := range soakOps {
 		st := c.counts[op]
 		if st == nil {
 			continue
