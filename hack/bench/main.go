@@ -85,18 +85,30 @@ type results struct {
 	ScaleOut []scaleOutReport `json:"scaleOut,omitempty"`
 }
 
-type report struct {
+// header opens every report: the run, as given.
+type header struct {
 	Date        string `json:"date"`
 	Command     string `json:"command"`
 	N           int    `json:"n"`
 	Replicas    int    `json:"replicas"`
 	Concurrency int    `json:"concurrency"`
-	Idle        string `json:"idleWindow"`
 	// DeploymentController is false when kube-controller-manager ran
 	// without its Deployment and ReplicaSet controllers (no Foo Ready).
-	DeploymentController bool      `json:"deploymentController"`
-	Runs                 []figures `json:"runs"`
-	Median               figures   `json:"median"`
+	DeploymentController bool `json:"deploymentController"`
+}
+
+func newHeader(o options, n int) header {
+	return header{
+		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
+		N: n, Replicas: o.replicas, Concurrency: o.concurrency, DeploymentController: o.deploymentController,
+	}
+}
+
+type report struct {
+	header
+	Idle   string    `json:"idleWindow"`
+	Runs   []figures `json:"runs"`
+	Median figures   `json:"median"`
 	// Series are the first run's curves (see series), for the plots.
 	Series series `json:"series"`
 }
@@ -164,7 +176,7 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.BoolVar(&o.cpuProfile, "cpu-profile", false,
 		"Save the controller's CPU profile over the idle window (first repeat) to _output/cpu-N-STAMP.pb.gz: where the resyncs' CPU goes.")
 	fs.DurationVar(&o.burstProfile, "burst-profile", 0,
-		"Save the controller's CPU profile over this much of the burst, from the first create (first repeat), to _output/cpu-N-STAMP-burst.pb.gz: where the controller's share of the burst goes. 0: none.")
+		"Save the controller's CPU profile over this much of the burst, from the first create (first repeat), to _output/cpu-N-STAMP-burst.pb.gz: where the controller's share of the burst goes. With -shard-replicas, each replica's, to _output/cpu-N-STAMP-burst-kK-I.pb.gz (replica I of K; k0 is the leader). 0: none.")
 	fs.IntVar(&o.restarts, "restarts", 1,
 		"Restart the converged controller this many times, each right after a bare list of the same objects: the start-up figures and the restart's peak RSS are medians, and \"start-up vs a bare list\" the median of each pair's ratio; the RSS and live heap once keys are processed are the last restart's.")
 	fs.Func("controller-flag", "An extra controller flag, e.g. -controller-flag=-workers=8 (repeatable). For experiments: the issue's figures are for the defaults.",
@@ -348,11 +360,7 @@ func run(ctx context.Context, o options) (err error) {
 			out.ScaleOut = append(out.ScaleOut, so)
 			continue
 		}
-		rep := report{
-			Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
-			N: n, Replicas: o.replicas, Concurrency: o.concurrency, Idle: o.idle.String(),
-			DeploymentController: o.deploymentController,
-		}
+		rep := report{header: newHeader(o, n), Idle: o.idle.String()}
 		progress("idle window %v, N=%d, %d replica(s) each, concurrency %d, %d repeat(s)", o.idle, n, o.replicas, o.concurrency, o.repeat)
 		for r := range o.repeat {
 			fig, ser, err := once(ctx, c, o, n, r, bin, kubeconfig, logPath)

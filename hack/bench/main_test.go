@@ -33,7 +33,7 @@ func TestResyncPeriod(t *testing.T) {
 // per-method figures, not the idle totals that share their prefix.
 func TestByMethodListsMethodsOnly(t *testing.T) {
 	var b strings.Builder
-	printTable(&b, report{N: 1, Median: figures{
+	printTable(&b, report{header: header{N: 1}, Median: figures{
 		"converge_PATCH_per_foo": 2, "idle_GET_per_min": 0.2,
 		"idle_requests_per_min": 0.2, "idle_writes_per_min": 0, "idle_cpu_pct": 0.4,
 	}})

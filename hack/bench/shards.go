@@ -286,15 +286,10 @@ func waitShared(ctx context.Context, ps procs, slots int, timeout time.Duration)
 // scaleOutReport is one N of the scale-out run: a configuration per k, the
 // leader's (k=0) first.
 type scaleOutReport struct {
-	Date                 string           `json:"date"`
-	Command              string           `json:"command"`
-	N                    int              `json:"n"`
-	Slots                int              `json:"slots"`
-	Namespaces           int              `json:"namespaces"`
-	Replicas             int              `json:"replicas"`
-	Concurrency          int              `json:"concurrency"`
-	DeploymentController bool             `json:"deploymentController"`
-	Configs              []scaleOutConfig `json:"configs"`
+	header
+	Slots      int              `json:"slots"`
+	Namespaces int              `json:"namespaces"`
+	Configs    []scaleOutConfig `json:"configs"`
 }
 
 type scaleOutConfig struct {
@@ -333,11 +328,7 @@ type processFigures struct {
 // times (the configurations interleaved, so that a drift of the control
 // plane over the run spreads over them all), and prints the table.
 func scaleOut(ctx context.Context, c clients, o options, n int, bin, kubeconfig, logPath string) (scaleOutReport, error) {
-	rep := scaleOutReport{
-		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
-		N: n, Slots: o.shardSlots, Namespaces: o.namespaces, Replicas: o.replicas, Concurrency: o.concurrency,
-		DeploymentController: o.deploymentController,
-	}
+	rep := scaleOutReport{header: newHeader(o, n), Slots: o.shardSlots, Namespaces: o.namespaces}
 	for _, k := range append([]int{0}, o.shardReplicas...) {
 		rep.Configs = append(rep.Configs, scaleOutConfig{K: k})
 	}
@@ -446,8 +437,14 @@ func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, k
 	if k > 0 {
 		target = withoutLeaseWrites{ps}
 	}
+	// Each replica's own burst profile, of the first repeat:
+	// _output/cpu-N-STAMP-burst-kK-I.pb.gz for replica I (k0: the leader).
+	burstPath := ""
+	if o.burstProfile > 0 && r == 0 {
+		burstPath = fmt.Sprintf("_output/cpu-%d-%s-burst-k%d.pb.gz", n, o.stamp, k)
+	}
 	t0 := time.Now()
-	fig, _, err := converge(ctx, c, target, o.plane, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, "", 0)
+	fig, _, err := converge(ctx, c, target, o.plane, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
 	if err != nil {
 		return nil, nil, err
 	}

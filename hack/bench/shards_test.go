@@ -139,7 +139,7 @@ rest_client_requests_total{code="200",host="h",method="PATCH"} 9
 // per-replica figures against its.
 func TestPrintScaleOut(t *testing.T) {
 	var b strings.Builder
-	printScaleOut(&b, scaleOutReport{N: 300, Slots: 16, Namespaces: 32, Configs: []scaleOutConfig{
+	printScaleOut(&b, scaleOutReport{header: header{N: 300}, Slots: 16, Namespaces: 32, Configs: []scaleOutConfig{
 		{K: 0, Runs: []figures{{}}, Median: figures{"deployments_exist_s": 10, "replica_peak_rss_max_mb": 100, "peak_rss_max_vs_leader": 1}},
 		{K: 2, Runs: []figures{{}}, Median: figures{"deployments_exist_s": 6, "replica_peak_rss_max_mb": 60, "peak_rss_max_vs_leader": 0.6},
 			Processes: []processFigures{{Slots: 8, Foos: 150}, {Slots: 8, Foos: 150}}},
