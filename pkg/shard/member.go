@@ -116,6 +116,11 @@ type Member struct {
 	writing map[int]bool // slots whose namespaces may be written to
 
 	joined atomic.Bool // in the group: joined, and neither left nor lost
+	// viewAt (Unix nanoseconds) is how recent the member's cache of the
+	// group's Leases is known to be: when the latest renewal it shows was
+	// sent. Writes to namespaces stop once it is older than RenewDeadline
+	// (see Check).
+	viewAt atomic.Int64
 }
 
 // NewMember returns a member; client must not be fenced (it renews).
@@ -162,8 +167,15 @@ func (m *Member) Held() []int {
 }
 
 // Check returns why a write to namespace may not be sent now, or nil: the
-// member must have renewed its Lease within RenewDeadline, and hold the
-// namespace's slot. A write outside any namespace needs only the first.
+// member must have renewed its Lease within RenewDeadline, hold the
+// namespace's slot, and have a view of the group's Leases no older than
+// RenewDeadline. A write outside any namespace needs only the first.
+//
+// The last rule is for a watch that stalls while its connection stays up:
+// the member would go on renewing but never see a slot's Lease taken from
+// it (deleted or overwritten by another writer, and taken by another
+// member), and both would write for the slot until the watch moved again.
+// Writes resume once the view shows the member's renewals again.
 func (m *Member) Check(namespace string) error {
 	if err := m.fence.Check(); err != nil {
 		return err
@@ -173,9 +185,13 @@ func (m *Member) Check(namespace string) error {
 	}
 	slot := m.cfg.Slots.Of(namespace)
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.writing[slot] {
+	held := m.writing[slot]
+	m.mu.Unlock()
+	if !held {
 		return fmt.Errorf("write refused: namespace %q is in slot %d, which this replica does not hold", namespace, slot)
+	}
+	if age := time.Since(time.Unix(0, m.viewAt.Load())); age > m.cfg.RenewDeadline {
+		return fmt.Errorf("write refused: this replica's view of its group's Leases is %v old, more than the renew deadline (%v): its watch of them has stalled", age.Round(time.Second), m.cfg.RenewDeadline)
 	}
 	return nil
 }
@@ -242,11 +258,28 @@ func (c Config) labels(role string) map[string]string {
 type observed struct {
 	resourceVersion string
 	at              time.Time
+	// dead: at first sight, the Lease's renewTime was older than twice
+	// LeaseDuration by our clock (see renewedLongAgo); cleared when the
+	// Lease changes.
+	dead bool
+}
+
+// renewedLongAgo reports whether a member Lease seen for the first time
+// was last renewed, by the time written in it, more than twice
+// LeaseDuration ago: left by a process killed long before we started.
+// That time is the other's clock, so it decides only our share (which is
+// fairness), never whether a slot is free (which is safety): a member
+// whose clock lags ours by that much is undercounted for one renewal.
+func renewedLongAgo(l *coordinationv1.Lease, now time.Time, leaseDuration time.Duration) bool {
+	return l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) > 2*leaseDuration
 }
 
 // view is the state of the group as one member sees it at one moment.
 type view struct {
-	members []string       // live members with our slot count, self among them
+	// members are the live members with our slot count, self among them,
+	// that count in the share: without those presumed dead at first sight
+	// (renewedLongAgo), whose slots still count as held.
+	members []string
 	holders map[int]string // slot → live holder; absent: free
 	slots   map[int]*coordinationv1.Lease
 	stale   []*coordinationv1.Lease
@@ -263,7 +296,10 @@ type view struct {
 // member is live until LeaseDuration has passed since its Lease last
 // changed, by our clock; a slot is free when its Lease names no holder, or
 // a holder that is not live. Member Leases unchanged for twice
-// LeaseDuration are stale, left by a process that was killed.
+// LeaseDuration are stale, left by a process that was killed. A member
+// Lease first seen already long unrenewed (renewedLongAgo) is not counted
+// in the share, lest a replica that starts beside the Leases of killed
+// processes take less than its share for a lease duration.
 //
 // Expiry is judged only when the cache is fresh (it shows our own latest
 // renewals): a cache whose watch stalled would show every other member
@@ -285,12 +321,16 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 	liveOther := map[string]*coordinationv1.Lease{}
 	var self *coordinationv1.Lease
 	names := map[string]bool{}
+	presumedDead := map[string]bool{}
 	age := func(l *coordinationv1.Lease) time.Duration {
 		names[l.Name] = true
 		o, ok := seen[l.Name]
 		if !ok || o.resourceVersion != l.ResourceVersion {
-			o = observed{resourceVersion: l.ResourceVersion, at: now}
+			o = observed{resourceVersion: l.ResourceVersion, at: now, dead: !ok && renewedLongAgo(l, now, c.LeaseDuration)}
 			seen[l.Name] = o
+		}
+		if o.dead {
+			presumedDead[ptr.Deref(l.Spec.HolderIdentity, "")] = true
 		}
 		if !fresh {
 			return 0
@@ -315,7 +355,9 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		}
 	}
 	for id := range live {
-		v.members = append(v.members, id)
+		if !presumedDead[id] || id == c.Identity {
+			v.members = append(v.members, id)
+		}
 	}
 	slices.Sort(v.members)
 	for _, l := range leases {
@@ -446,6 +488,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		return err
 	}
 	m.joined.Store(true)
+	// The cache synced before the join was sent: it was as recent as that.
+	m.viewAt.Store(joinSent.UnixNano())
 	logger.Info("Joined the shard group", "slots", int(c.Slots), "lease", klog.KObj(self))
 
 	var (
@@ -456,6 +500,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// waitingFor is the member of another slot count we wait for, if
 		// any, logged once (see observe).
 		waitingFor string
+		// viewStale: writes are refused for a stale view (see Check);
+		// logged when it starts and ends.
+		viewStale bool
 		// recent are the resourceVersions of our last two renewals (or
 		// the join), sent no earlier than recentSent.
 		recent     [2]string
@@ -522,9 +569,6 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		recent = [2]string{self.ResourceVersion, renewed.ResourceVersion}
 		recentSent = [2]time.Time{recentSent[1], tickStart}
 		self = renewed
-		if stopping == nil {
-			continue
-		}
 
 		all, err := lister.List(labels.Everything())
 		if err != nil {
@@ -533,17 +577,43 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// Fresh: the cache shows one of our last two renewals. It then
 		// holds every change the API server made before that renewal was
 		// sent (a watch delivers in order), among them every slot we had
-		// taken by then: covered is when that renewal was sent.
+		// taken by then: covered is when that renewal was sent. Read from
+		// the same snapshot as the rest, so that it covers them.
 		var (
 			fresh   bool
 			covered time.Time
 		)
-		if cached, err := lister.Get(self.Name); err == nil {
+		for _, l := range all {
+			if l.Name != self.Name {
+				continue
+			}
 			for i, rv := range recent {
-				if cached.ResourceVersion == rv {
+				if l.ResourceVersion == rv {
 					fresh, covered = true, recentSent[i]
 				}
 			}
+		}
+		// seeing records how recent the view is, for Check: called once
+		// the slots taken from us in it have been stopped (below), lest a
+		// write for one of them pass in between.
+		seeing := func() {
+			if fresh {
+				m.viewAt.Store(covered.UnixNano())
+			}
+			age := time.Since(time.Unix(0, m.viewAt.Load()))
+			switch stale := age > c.RenewDeadline; {
+			case stale && !viewStale:
+				logger.Info("The watch of the group's Leases shows none of this member's recent renewals; refusing writes to every slot until it does",
+					"viewAge", age.Round(time.Second), "renewDeadline", c.RenewDeadline)
+			case !stale && viewStale:
+				logger.Info("The watch of the group's Leases caught up; writes resume")
+			}
+			viewStale = age > c.RenewDeadline
+		}
+		if stopping == nil {
+			// Every slot is stopping: none is checked below.
+			seeing()
+			continue
 		}
 		v := observe(c, all, seen, time.Now(), fresh)
 		// A slot whose Lease names another member now (deleted by hand and
@@ -569,6 +639,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 				st.stop(fmt.Errorf("slot %d: its Lease names %q: %w", slot, holder, ErrSlotTaken))
 			}
 		}
+		seeing()
 		for _, l := range v.stale {
 			// Left by a killed process; the precondition keeps us from
 			// deleting one that came back to life.

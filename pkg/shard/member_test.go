@@ -120,6 +120,54 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestObserveLongDeadMembers: a member Lease seen for the first time whose
+// renewTime is more than twice LeaseDuration old (a process killed before
+// we started) does not count in the share, but still holds its slots for
+// a lease duration of our own watching: the time written in a Lease is
+// another clock, trusted for fairness only. Renewed, it counts at once.
+func TestObserveLongDeadMembers(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	member := func(id, rv string, renewed time.Time) *coordinationv1.Lease {
+		l := lease("g-member-"+id, "member", "", id, rv)
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renewed))
+		return l
+	}
+	leases := func(deadRV string, deadRenewed time.Time) []*coordinationv1.Lease {
+		return []*coordinationv1.Lease{
+			member("self", "1", t0),
+			member("b", "2", t0.Add(-time.Second)),                        // live
+			member("dead", deadRV, deadRenewed),                           // killed long ago?
+			member("skewed", "3", t0.Add(-2*c.LeaseDuration+time.Second)), // a clock behind ours, within the margin
+			lease("g-slot-1", "slot", "1", "dead", "6"),
+		}
+	}
+	seen := map[string]observed{}
+	v := observe(c, leases("4", t0.Add(-time.Hour)), seen, t0, true)
+	if want := []string{"b", "self", "skewed"}; !slices.Equal(v.members, want) {
+		t.Errorf("first sight: members %v, want %v (the long-unrenewed Lease not counted)", v.members, want)
+	}
+	if v.holders[1] != "dead" {
+		t.Errorf("first sight: slot 1 held by %q, want still held by the member presumed dead (safety is judged by our clock)", v.holders[1])
+	}
+	if Share(c.Slots, v.members, c.Identity) != 1 {
+		t.Errorf("share with 3 counted members of 4 slots: %d, want 1", Share(c.Slots, v.members, c.Identity))
+	}
+	// Still unchanged: still not counted, and its slot is free after a
+	// lease duration as for any member.
+	v = observe(c, leases("4", t0.Add(-time.Hour)), seen, t0.Add(c.LeaseDuration), true)
+	if slices.Contains(v.members, "dead") || v.holders[1] != "" {
+		t.Errorf("a lease duration on: members %v, slot 1 held by %q; want neither", v.members, v.holders[1])
+	}
+	// It renews (it was alive, its clock far behind ours): counted at once.
+	seen = map[string]observed{}
+	observe(c, leases("4", t0.Add(-time.Hour)), seen, t0, true)
+	v = observe(c, leases("5", t0.Add(-time.Hour+2*time.Second)), seen, t0.Add(2*time.Second), true)
+	if !slices.Contains(v.members, "dead") {
+		t.Errorf("after a renewal: members %v, want the renewing member counted", v.members)
+	}
+}
+
 // TestObserveStaleCacheAndMissingMembers: a cache that stopped moving (a
 // stalled watch) expires nobody; a slot whose holder has no member Lease is
 // held until the slot's own Lease has not changed for LeaseDuration.
@@ -166,8 +214,9 @@ func TestObserveStaleCacheAndMissingMembers(t *testing.T) {
 	}
 }
 
-// TestMemberCheck: a write passes only while the member renews and holds
-// the slot of the namespace in the request's path.
+// TestMemberCheck: a write passes only while the member renews, holds the
+// slot of the namespace in the request's path, and its view of the
+// group's Leases is recent.
 func TestMemberCheck(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 16, Identity: "self",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
@@ -183,6 +232,7 @@ func TestMemberCheck(t *testing.T) {
 	}
 	m.fence.Renewed(time.Now())
 	m.writing[c.Slots.Of(mine)] = true
+	m.viewAt.Store(time.Now().UnixNano())
 	sent := 0
 	rt := m.WrapTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
 		sent++
@@ -210,6 +260,19 @@ func TestMemberCheck(t *testing.T) {
 		if passed := err == nil && sent == before+1; passed != tc.pass {
 			t.Errorf("%s %s: passed %v (err %v), want %v", tc.method, tc.path, passed, err, tc.pass)
 		}
+	}
+	// The watch of the Leases stalled: the last renewal it showed was
+	// sent longer ago than the renew deadline, while renewals go on.
+	m.viewAt.Store(time.Now().Add(-c.RenewDeadline - time.Second).UnixNano())
+	if err := m.Check(mine); err == nil || !strings.Contains(err.Error(), "stalled") {
+		t.Errorf("a member whose view is stale may write to its slot: %v", err)
+	}
+	if err := m.Check(""); err != nil {
+		t.Errorf("a stale view refuses a write outside namespaces: %v", err)
+	}
+	m.viewAt.Store(time.Now().Add(-c.RenewDeadline + time.Second).UnixNano())
+	if err := m.Check(mine); err != nil {
+		t.Errorf("a view just within the renew deadline refuses a write: %v", err)
 	}
 	m.lose()
 	if err := m.Check(mine); err == nil {

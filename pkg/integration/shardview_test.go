@@ -1,0 +1,240 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"example.com/foo-controller/pkg/leader"
+	"example.com/foo-controller/pkg/shard"
+)
+
+// The tests in this file are about a member's view of its group's Leases:
+// what it trusts in it, and what it does when the view stops moving.
+
+// runMember runs a member of group on cfg until the test ends.
+func runMember(t *testing.T, s *scenario, cfg *rest.Config, c shard.Config, work shard.Work) *shard.Member {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := shard.NewMember(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(s.ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, work) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, leader.ErrLost) {
+				t.Errorf("member %s: %v", c.Identity, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("member %s did not stop", c.Identity)
+		}
+	})
+	return m
+}
+
+// TestShardMemberSkipsLongDeadMembers: a member that starts beside the
+// member Lease of a process killed long ago (its renewTime an hour old)
+// takes its full share at once, instead of counting the dead one for a
+// lease duration. The Lease is still left to expire by the member's own
+// clock before it is deleted.
+func TestShardMemberSkipsLongDeadMembers(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	c := shard.Config{Group: "dead", Namespace: s.ns, Slots: 4, Identity: "alive",
+		// A long lease duration: counting the dead member would hold the
+		// share at 2 for 20 s, far beyond the wait below.
+		LeaseDuration: 20 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	hourAgo := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	leases := s.kube.CoordinationV1().Leases(s.ns)
+	if _, err := leases.Create(s.ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "dead-member-killed", Labels: map[string]string{
+			shard.GroupLabel: "dead", shard.RoleLabel: "member", shard.SlotsLabel: "4"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("killed"), LeaseDurationSeconds: ptr.To(int32(20)),
+			AcquireTime: &hourAgo, RenewTime: &hourAgo},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	started := time.Now()
+	m := runMember(t, s, s.cl.admin, c, log.work("alive"))
+	s.eventually(5*time.Second, "the member to take all 4 slots, not counting the long-dead member", func() (bool, string) {
+		return len(m.Held()) == 4, fmt.Sprint(m.Held())
+	})
+	t.Logf("all 4 slots held after %v (lease duration %v)", time.Since(started).Round(time.Millisecond), c.LeaseDuration)
+	if _, err := leases.Get(s.ctx, "dead-member-killed", metav1.GetOptions{}); err != nil {
+		t.Errorf("the dead member's Lease, %v after start: %v; want it left until it has been unchanged for twice the lease duration by the member's clock", time.Since(started), err)
+	}
+}
+
+// stallGate holds the bodies of watch responses while closed: a watch
+// whose connection stays up but which delivers nothing.
+type stallGate struct {
+	mu   sync.Mutex
+	held chan struct{} // non-nil while stalled; closed on release
+}
+
+func (g *stallGate) stall() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held == nil {
+		g.held = make(chan struct{})
+	}
+}
+
+func (g *stallGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held != nil {
+		close(g.held)
+		g.held = nil
+	}
+}
+
+func (g *stallGate) wait() {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+}
+
+type stalledBody struct {
+	io.ReadCloser
+	g *stallGate
+}
+
+func (b stalledBody) Read(p []byte) (int, error) {
+	b.g.wait()
+	return b.ReadCloser.Read(p)
+}
+
+type stallLeaseWatches struct {
+	g    *stallGate
+	next http.RoundTripper
+}
+
+func (s stallLeaseWatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(req)
+	if err == nil && req.URL.Query().Get("watch") == "true" && strings.Contains(req.URL.Path, "/leases") {
+		resp.Body = stalledBody{ReadCloser: resp.Body, g: s.g}
+	}
+	return resp, err
+}
+
+// TestShardMemberFencesAStalledWatch: a member whose watch of its group's
+// Leases stalls (the connection up, nothing delivered) while its renewals
+// go on cannot see a slot taken from it. It refuses every write to its
+// slots once its view is older than the renew deadline, so that when a
+// slot's Lease is deleted by hand and another member takes the slot, the
+// two do not both write for it; once the watch delivers again, it stops
+// the slot taken from it and writes to its other slots again.
+func TestShardMemberFencesAStalledWatch(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	base := shard.Config{Group: "stall", Namespace: s.ns, Slots: 4,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	gate := &stallGate{}
+	t.Cleanup(gate.release) // before the member stops: its watch must return
+	stallable := rest.CopyConfig(s.cl.admin)
+	stallable.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return stallLeaseWatches{g: gate, next: rt} }
+	// Each member's Works are logged apart: a's Work on the slot taken
+	// from it goes on (fenced) until its view catches up.
+	aLog := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	bLog := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	ac := base
+	ac.Identity = "a"
+	a := runMember(t, s, stallable, ac, aLog.work("a"))
+	s.eventually(10*time.Second, "a to hold all 4 slots", func() (bool, string) {
+		return len(a.Held()) == 4, fmt.Sprint(a.Held())
+	})
+	for slot := range 4 {
+		if err := a.Check(namespaceIn(4, slot)); err != nil {
+			t.Fatalf("a may not write to its slot %d before the stall: %v", slot, err)
+		}
+	}
+
+	stalled := time.Now()
+	gate.stall()
+	var fenced time.Duration
+	s.eventually(base.RenewDeadline+4*base.RetryPeriod, "a to refuse writes to its slots", func() (bool, string) {
+		err := a.Check(namespaceIn(4, 0))
+		fenced = time.Since(stalled)
+		return err != nil && strings.Contains(err.Error(), "stalled"), fmt.Sprint(err)
+	})
+	if fenced < base.RenewDeadline-base.RetryPeriod {
+		t.Errorf("a refused writes %v after its watch stalled, before its view could be older than the renew deadline (%v)", fenced, base.RenewDeadline)
+	}
+	t.Logf("watch stalled: a refused writes after %v (renew deadline %v)", fenced.Round(time.Millisecond), base.RenewDeadline)
+
+	// Someone deletes slot 0's Lease by hand, and b joins: b sees slot 0
+	// free and takes it, which a cannot see.
+	leases := s.kube.CoordinationV1().Leases(s.ns)
+	if err := leases.Delete(s.ctx, "stall-slot-0-of-4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bc := base
+	bc.Identity = "b"
+	b := runMember(t, s, s.cl.admin, bc, bLog.work("b"))
+	s.eventually(10*time.Second, "b to take slot 0", func() (bool, string) {
+		if err := a.Check(namespaceIn(4, 0)); err == nil {
+			t.Errorf("a may write to slot 0 while its view is stale (b holds %v)", b.Held())
+		}
+		return slices.Contains(b.Held(), 0), fmt.Sprint(b.Held())
+	})
+	if !slices.Contains(a.Held(), 0) {
+		t.Fatalf("a no longer holds slot 0 while its watch is stalled (%v): the test did not stall it", a.Held())
+	}
+	for range 4 {
+		// Still stalled, still fenced, though it renews.
+		time.Sleep(base.RetryPeriod)
+		if err := a.Check(namespaceIn(4, 0)); err == nil {
+			t.Fatalf("a may write to slot 0, held by b, while its watch is stalled")
+		}
+		if !a.Joined() {
+			t.Fatalf("a left its group while its watch was stalled; it should go on renewing")
+		}
+	}
+
+	released := time.Now()
+	gate.release()
+	s.eventually(10*time.Second, "a to stop slot 0 and write to its other slots again", func() (bool, string) {
+		other := slices.DeleteFunc(a.Held(), func(slot int) bool { return slot == 0 })
+		ok := !slices.Contains(a.Held(), 0) && len(other) > 0 && a.Check(namespaceIn(4, other[0])) == nil
+		return ok, fmt.Sprintf("a holds %v", a.Held())
+	})
+	t.Logf("watch released: a caught up after %v", time.Since(released).Round(time.Millisecond))
+	if err := a.Check(namespaceIn(4, 0)); err == nil {
+		t.Errorf("a may write to slot 0, taken by b")
+	}
+	s.eventually(5*time.Second, "a's Work on slot 0 to end as taken", func() (bool, string) {
+		cause := aLog.cause("a", 0)
+		return errors.Is(cause, shard.ErrSlotTaken), fmt.Sprint(cause)
+	})
+	if l, err := leases.Get(s.ctx, "stall-slot-0-of-4", metav1.GetOptions{}); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "b" {
+		t.Errorf("slot 0's Lease: %v %v, want it naming b (a must not release a slot taken from it)", ptrHolder(l), err)
+	}
+}
