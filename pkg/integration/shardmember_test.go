@@ -259,6 +259,15 @@ func TestShardMembersShareSlots(t *testing.T) {
 		held := d.m.Held()
 		return slices.Equal(held, []int{0, 1, 2, 3}), fmt.Sprint(held)
 	})
+	// The 8 slot Leases a released are nobody's now: d deletes them.
+	s.eventually(base.LeaseDuration, "d to delete the slot Leases of 8 slots", func() (bool, string) {
+		l, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{
+			LabelSelector: shard.GroupLabel + "=shard-test," + shard.RoleLabel + "=slot," + shard.SlotsLabel + "=8"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items))
+	})
 
 	// Someone else's name written into one of d's slot Leases (by hand,
 	// or a member with a wrong view): d stops writing for that slot at

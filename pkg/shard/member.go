@@ -283,6 +283,9 @@ type view struct {
 	holders map[int]string // slot → live holder; absent: free
 	slots   map[int]*coordinationv1.Lease
 	stale   []*coordinationv1.Lease
+	// orphans are slot Leases of another slot count that nobody of that
+	// count will take again: left by a change of -shard-slots.
+	orphans []*coordinationv1.Lease
 	// wait names a live member with another slot count that holds slots:
 	// its ranges overlap ours, so we take none until it is gone; yield is
 	// set when that member is also older than us, and we must let go of
@@ -313,12 +316,15 @@ type view struct {
 // count in our share, and while one of them holds a slot, we take none.
 // If two such members hold slots at once (they started together), the
 // younger (the later member Lease, then the greater identity) lets go.
+// Once no live member of a slot count is left, the slot Leases of that
+// count that nobody live holds are orphans, to be deleted.
 func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time, fresh bool) view {
 	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}}
 	ours := strconv.Itoa(int(c.Slots))
 	live := map[string]bool{c.Identity: true}
 	known := map[string]bool{}
 	liveOther := map[string]*coordinationv1.Lease{}
+	liveCounts := map[string]bool{} // the slot counts of live members of other counts
 	var self *coordinationv1.Lease
 	names := map[string]bool{}
 	presumedDead := map[string]bool{}
@@ -350,9 +356,23 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 			live[id] = true
 		case a < c.LeaseDuration:
 			liveOther[id] = l
+			liveCounts[l.Labels[SlotsLabel]] = true
 		case a >= 2*c.LeaseDuration:
 			v.stale = append(v.stale, l)
 		}
+	}
+	// goneLong reports whether a holder with no member Lease (deleted by
+	// hand, or as stale) has been seen so for a lease duration: it may be
+	// at work until its next renewal fails.
+	goneLong := func(h string) bool {
+		key := "gone/" + h
+		names[key] = true
+		g, ok := seen[key]
+		if !ok {
+			g = observed{at: now}
+			seen[key] = g
+		}
+		return fresh && now.Sub(g.at) >= c.LeaseDuration
 	}
 	for id := range live {
 		if !presumedDead[id] || id == c.Identity {
@@ -372,6 +392,12 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 				if self != nil && older(other, self) {
 					v.yield = true
 				}
+				continue
+			}
+			// No live member of its count to take it again, and its holder
+			// (if any) expired as it would for a slot of ours.
+			if fresh && !liveCounts[l.Labels[SlotsLabel]] && !live[h] && (h == "" || known[h] || goneLong(h)) {
+				v.orphans = append(v.orphans, l)
 			}
 			continue
 		}
@@ -389,14 +415,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 			// still be at work until its next renewal fails: free once we
 			// have seen it without a member Lease for a lease duration
 			// (not from the slot Lease's age, which is as old as the take).
-			key := "gone/" + h
-			names[key] = true
-			g, ok := seen[key]
-			if !ok {
-				g = observed{at: now}
-				seen[key] = g
-			}
-			if !fresh || now.Sub(g.at) < c.LeaseDuration {
+			if !goneLong(h) {
 				v.holders[slot] = h
 			}
 		}
@@ -650,6 +669,15 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			cancel()
 			if err == nil {
 				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
+			}
+		}
+		for _, l := range v.orphans {
+			// The precondition: unless a member of its count took it since.
+			dctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
+			err := leases.Delete(dctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+			cancel()
+			if err == nil {
+				logger.Info("Deleted the Lease of a slot of another slot count, which no live member of that count holds", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
 			}
 		}
 		var keep []int

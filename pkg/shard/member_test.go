@@ -168,6 +168,51 @@ func TestObserveLongDeadMembers(t *testing.T) {
 	}
 }
 
+// TestObserveOrphanSlotLeases: the slot Leases of another slot count (a
+// change of -shard-slots) are orphans once no live member of that count is
+// left and their holder, if any, has expired as for a slot of ours; never
+// judged on a stale cache.
+func TestObserveOrphanSlotLeases(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	of8 := func(l *coordinationv1.Lease) *coordinationv1.Lease {
+		l.Labels[SlotsLabel] = "8"
+		return l
+	}
+	member8 := of8(lease("g-member-e", "member", "", "e", "1"))
+	free8 := of8(lease("g-slot-5-of-8", "slot", "5", "", "2"))
+	heldByGone8 := of8(lease("g-slot-6-of-8", "slot", "6", "killed", "3"))
+	ours := []*coordinationv1.Lease{lease("g-member-self", "member", "", "self", "1"), lease("g-slot-0", "slot", "0", "self", "4")}
+	orphans := func(v view) []string {
+		var names []string
+		for _, l := range v.orphans {
+			names = append(names, l.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	seen := map[string]observed{}
+	if v := observe(c, append(slices.Clone(ours), member8, free8, heldByGone8), seen, t0, true); len(v.orphans) != 0 {
+		t.Errorf("a live member of 8 slots left: orphans %v, want none (it may take them)", orphans(v))
+	}
+	// e left (its Lease deleted on a graceful stop).
+	rest := append(slices.Clone(ours), free8, heldByGone8)
+	if v := observe(c, rest, seen, t0.Add(time.Second), false); len(v.orphans) != 0 {
+		t.Errorf("stale cache: orphans %v, want none", orphans(v))
+	}
+	if v := observe(c, rest, seen, t0.Add(time.Second), true); !slices.Equal(orphans(v), []string{"g-slot-5-of-8"}) {
+		t.Errorf("no member of 8 slots: orphans %v, want only the free one (the other's holder may still be at work)", orphans(v))
+	}
+	if v := observe(c, rest, seen, t0.Add(time.Second+c.LeaseDuration), true); !slices.Equal(orphans(v), []string{"g-slot-5-of-8", "g-slot-6-of-8"}) {
+		t.Errorf("its holder gone for a lease duration: orphans %v, want both", orphans(v))
+	}
+	for _, l := range ours {
+		if slices.Contains(orphans(observe(c, rest, seen, t0.Add(time.Minute), true)), l.Name) {
+			t.Errorf("our own Lease %s is an orphan", l.Name)
+		}
+	}
+}
+
 // TestObserveStaleCacheAndMissingMembers: a cache that stopped moving (a
 // stalled watch) expires nobody; a slot whose holder has no member Lease is
 // held until the slot's own Lease has not changed for LeaseDuration.
