@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,4 +239,111 @@ func TestShardMemberFencesAStalledWatch(t *testing.T) {
 	if l, err := leases.Get(s.ctx, "stall-slot-0-of-4", metav1.GetOptions{}); err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != "b" {
 		t.Errorf("slot 0's Lease: %v %v, want it naming b (a must not release a slot taken from it)", ptrHolder(l), err)
 	}
+}
+
+// loseFirstSlotAnswer sends the first write of a slot's Lease on to the
+// API server, then answers with an error, as if the answer were lost.
+type loseFirstSlotAnswer struct {
+	lost *atomic.Bool
+	next http.RoundTripper
+}
+
+func (l loseFirstSlotAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if (req.Method != http.MethodPost && req.Method != http.MethodPut) || !strings.Contains(req.URL.Path, "/leases") || req.GetBody == nil {
+		return l.next.RoundTrip(req)
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := l.next.RoundTrip(req)
+	if err == nil && bytes.Contains(b, []byte("-slot-")) && l.lost.CompareAndSwap(false, true) {
+		_ = resp.Body.Close()
+		return nil, errors.New("the answer was lost")
+	}
+	return resp, err
+}
+
+// TestShardMemberReleasesSlotsItDoesNotRun: a slot Lease that names a live
+// member which does not run the slot would be taken by nobody, for as long
+// as that member lives. Two ways in, on the real API server: a take whose
+// answer was lost (the write landed), and an operator writing one live
+// member's name into a slot Lease held by another. Either way the member
+// named releases the slot, and it is worked on again.
+func TestShardMemberReleasesSlotsItDoesNotRun(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	base := shard.Config{Namespace: s.ns, Slots: 4,
+		// Long enough that expiry is never what frees a slot here.
+		LeaseDuration: 20 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+	t.Run("a take whose answer was lost", func(t *testing.T) {
+		lost := &atomic.Bool{}
+		cfg := rest.CopyConfig(s.cl.admin)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return loseFirstSlotAnswer{lost: lost, next: rt}
+		}
+		c := base
+		c.Group, c.Identity = "lost", "alone"
+		log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+		m := runMember(t, s, cfg, c, log.work("alone"))
+		s.eventually(10*time.Second, "the member to hold all 4 slots", func() (bool, string) {
+			return len(m.Held()) == 4, fmt.Sprint(m.Held())
+		})
+		if !lost.Load() {
+			t.Fatal("no answer to a slot take was lost: the test did not test")
+		}
+	})
+
+	t.Run("a live member's name written by hand", func(t *testing.T) {
+		c := base
+		c.Group = "edited"
+		log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+		ac, bc := c, c
+		ac.Identity, bc.Identity = "a", "b"
+		a := runMember(t, s, s.cl.admin, ac, log.work("a"))
+		b := runMember(t, s, s.cl.admin, bc, log.work("b"))
+		shared := func() (bool, string) {
+			h := map[int]int{}
+			for _, slot := range append(a.Held(), b.Held()...) {
+				h[slot]++
+			}
+			return len(a.Held()) == 2 && len(b.Held()) == 2 && len(h) == 4, fmt.Sprintf("a %v, b %v", a.Held(), b.Held())
+		}
+		s.eventually(10*time.Second, "a and b to hold 2 slots each", shared)
+		slot := a.Held()[0]
+		leases := s.kube.CoordinationV1().Leases(s.ns)
+		name := fmt.Sprintf("edited-slot-%d-of-4", slot)
+		l, err := leases.Get(s.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = ptr.To("b")
+		if _, err := leases.Update(s.ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		edited := time.Now()
+		s.eventually(10*time.Second, "a to stop the slot named b", func() (bool, string) {
+			cause := log.cause("a", slot)
+			return errors.Is(cause, shard.ErrSlotTaken), fmt.Sprint(cause)
+		})
+		s.eventually(10*time.Second, "the edited slot to be worked on again, 2 slots each", func() (bool, string) {
+			ok, state := shared()
+			if !ok {
+				return false, state
+			}
+			l, err := leases.Get(s.ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			holder := ptr.Deref(l.Spec.HolderIdentity, "")
+			runs := map[string]*shard.Member{"a": a, "b": b}[holder]
+			return runs != nil && slices.Contains(runs.Held(), slot), fmt.Sprintf("%s; slot %d's Lease names %q", state, slot, holder)
+		})
+		t.Logf("slot %d's Lease made to name b by hand: worked on again after %v (lease duration %v)", slot, time.Since(edited).Round(time.Millisecond), c.LeaseDuration)
+	})
 }

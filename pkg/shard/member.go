@@ -671,6 +671,18 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
 			}
 		}
+		for slot, l := range v.slots {
+			// A slot whose Lease names us though we do not run it: a take
+			// whose answer was lost, a release that failed, or a hand edit.
+			// Live as we are, nobody else would ever take it. Released at
+			// the version seen: if the cache is behind (a release that did
+			// land), the API server refuses it.
+			if _, ours := slots[slot]; ours || !fresh || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity {
+				continue
+			}
+			logger.Info("Releasing a slot whose Lease names this member, which does not run it", "slot", slot, "lease", klog.KObj(l))
+			m.release(ctx, leases, l, slot, c.RetryPeriod)
+		}
 		for _, l := range v.orphans {
 			// The precondition: unless a member of its count took it since.
 			dctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
@@ -862,6 +874,8 @@ func (m *Member) acquire(ctx context.Context, leases leaseClient, cur *coordinat
 }
 
 // releaseSlot clears the holder of a slot's Lease, if it still names us.
+// If it cannot, the Lease goes on naming us: Run releases it at a later
+// tick, when its view shows it so (see the slots whose Lease names us).
 func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name string, slot int) {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
@@ -871,15 +885,28 @@ func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name strin
 		logger.Info("Not releasing a slot whose Lease names another member", "slot", slot, "holder", ptr.Deref(l.Spec.HolderIdentity, ""))
 		return
 	}
-	if err == nil {
-		l.Spec.HolderIdentity = nil
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-	}
 	if err != nil {
-		logger.Error(err, "Could not release a slot; another member takes it when this one's Lease expires", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
+		logger.Error(err, "Could not release a slot; trying again at a later tick", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
 		return
 	}
-	logger.Info("Released a slot", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
+	m.release(ctx, leases, l, slot, m.cfg.RenewDeadline)
+}
+
+// release clears the holder of the slot's Lease l, preconditioned on l's
+// version, within timeout.
+func (m *Member) release(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, slot int, timeout time.Duration) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l = l.DeepCopy()
+	l.Spec.HolderIdentity = nil
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		if !apierrors.IsConflict(err) {
+			logger.Error(err, "Could not release a slot; trying again at a later tick", "slot", slot, "lease", klog.KObj(l))
+		}
+		return
+	}
+	logger.Info("Released a slot", "slot", slot, "lease", klog.KObj(l))
 }
 
 // leave deletes the member's Lease once every slot was released, so that

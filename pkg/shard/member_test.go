@@ -518,3 +518,118 @@ func namespaceOf(n Slots, slot int) string {
 		}
 	}
 }
+
+func runFakeMember(t *testing.T, client *fake.Clientset, c Config) (*Member, func()) {
+	t.Helper()
+	m, err := NewMember(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, func(ctx context.Context, _ int) error { <-ctx.Done(); return nil })
+	}()
+	return m, func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("member did not stop")
+		}
+	}
+}
+
+// TestSlotTakenWithALostAnswerIsReleased: the member's take of a slot
+// lands on the API server but its answer is lost (a timeout). The slot's
+// Lease then names a live member that does not run it, which nobody would
+// ever take; the member releases it once its view shows it so, and takes
+// it again. (Found by the third attack, as a slot no one worked on.)
+func TestSlotTakenWithALostAnswerIsReleased(t *testing.T) {
+	client := fake.NewClientset()
+	var failed atomic.Bool
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)
+		if strings.Contains(l.Name, "-slot-1-") && failed.CompareAndSwap(false, true) {
+			// Land it, then lose the answer.
+			if _, _, err := k8stesting.ObjectReaction(client.Tracker())(a); err != nil {
+				t.Errorf("landing the create: %v", err)
+			}
+			return true, nil, apierrors.NewTimeoutError("the response was lost", 1)
+		}
+		return false, nil, nil
+	})
+	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "self",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	m, stop := runFakeMember(t, client, c)
+	defer stop()
+	deadline := time.Now().Add(4 * c.LeaseDuration)
+	for len(m.Held()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	l, err := client.CoordinationV1().Leases("ns").Get(t.Context(), "g-slot-1-of-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := m.Held(); len(held) < 2 {
+		t.Errorf("the only member holds %v of 2 slots after %v; slot 1's Lease names %q: nobody runs slot 1",
+			held, 4*c.LeaseDuration, ptr.Deref(l.Spec.HolderIdentity, ""))
+	}
+}
+
+// TestSlotWhoseReleaseFailedIsReleasedLater: a member hands a slot over to
+// a joining member, and the release fails once (a 500, a connection reset
+// during an API server restart). The slot's Lease still names the member,
+// alive and renewing; it releases the slot at a later tick, so that the
+// member joining can take it.
+func TestSlotWhoseReleaseFailedIsReleasedLater(t *testing.T) {
+	client := fake.NewClientset()
+	var failed atomic.Bool
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if strings.Contains(l.Name, "-slot-") && l.Spec.HolderIdentity == nil && failed.CompareAndSwap(false, true) {
+			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}
+		return false, nil, nil
+	})
+	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "a",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
+	m, stop := runFakeMember(t, client, c)
+	defer stop()
+	for deadline := time.Now().Add(5 * time.Second); len(m.Held()) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("did not take both slots: %v", m.Held())
+		}
+	}
+	// A second member "b" joins (the test renews its Lease: it is alive)
+	// and would take whatever is free.
+	leases := client.CoordinationV1().Leases("ns")
+	b := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g-member-b", Namespace: "ns",
+		Labels: map[string]string{GroupLabel: "g", RoleLabel: "member", SlotsLabel: "2"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("b")}}
+	b, err := leases.Create(t.Context(), b, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewB := time.NewTicker(c.RetryPeriod)
+	defer renewB.Stop()
+	end := time.Now().Add(4 * c.LeaseDuration)
+	for i := 100; time.Now().Before(end); i++ {
+		<-renewB.C
+		// The fake tracker keeps resourceVersions as given: change it, as
+		// the API server would.
+		b.ResourceVersion = strconv.Itoa(i)
+		b.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		if b, err = leases.Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := leases.Get(t.Context(), "g-slot-1-of-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h == "a" && len(m.Held()) == 1 {
+		t.Errorf("%v after the hand-over: a runs slots %v, yet slot 1's Lease still names %q (alive): the member joining cannot take it",
+			4*c.LeaseDuration, m.Held(), h)
+	}
+}
