@@ -347,3 +347,94 @@ func TestShardMemberReleasesSlotsItDoesNotRun(t *testing.T) {
 		t.Logf("slot %d's Lease made to name b by hand: worked on again after %v (lease duration %v)", slot, time.Since(edited).Round(time.Millisecond), c.LeaseDuration)
 	})
 }
+
+// TestShardMemberWaitsForALeader: a rollout between the single-leader mode
+// and the sharded one, on the real API server, through the leader's Lease
+// (named as the group, in its namespace; renewed here by the test as a
+// leader would). While a leader holds it, a member takes no slot; once the
+// leader releases it (a graceful stop), the member takes its share; when a
+// leader appears again (a rollback), the member hands every slot over.
+func TestShardMemberWaitsForALeader(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	c := shard.Config{Group: "modes", Namespace: s.ns, Slots: 4, Identity: "member",
+		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	leases := s.kube.CoordinationV1().Leases(s.ns)
+	now := metav1.NewMicroTime(time.Now())
+	leaderLease, err := leases.Create(s.ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "modes"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old-leader"), LeaseDurationSeconds: ptr.To(int32(4)),
+			AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lead renews the leader's Lease as holder ("": released) until stop.
+	var mu sync.Mutex
+	lead := func(holder string) (stop func()) {
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		write := func() {
+			mu.Lock()
+			defer mu.Unlock()
+			l := leaderLease.DeepCopy()
+			l.Spec.HolderIdentity = ptr.To(holder)
+			if holder == "" {
+				l.Spec.HolderIdentity = nil
+			}
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			updated, err := leases.Update(s.ctx, l, metav1.UpdateOptions{})
+			if err != nil {
+				t.Errorf("renewing the leader's Lease: %v", err)
+				return
+			}
+			leaderLease = updated
+		}
+		write()
+		go func() {
+			defer close(stopped)
+			tick := time.NewTicker(c.RetryPeriod)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					if holder != "" {
+						write()
+					}
+				}
+			}
+		}()
+		return func() { close(done); <-stopped }
+	}
+	stopOld := lead("old-leader")
+	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	m := runMember(t, s, s.cl.admin, c, log.work("member"))
+	time.Sleep(c.LeaseDuration + 2*c.RetryPeriod) // longer than a lease: only a live leader can hold it back
+	if held := m.Held(); len(held) != 0 || !m.Joined() {
+		t.Fatalf("while a leader renews its Lease, the member joined %v and holds %v; want joined, holding nothing", m.Joined(), held)
+	}
+
+	stopOld()
+	released := time.Now()
+	stopRelease := lead("") // the leader's graceful stop
+	stopRelease()
+	s.eventually(10*time.Second, "the member to take every slot once the leader released its Lease", func() (bool, string) {
+		return len(m.Held()) == 4, fmt.Sprint(m.Held())
+	})
+	t.Logf("leader released its Lease: the member held every slot after %v", time.Since(released).Round(time.Millisecond))
+
+	rolledBack := time.Now()
+	stopNew := lead("new-leader")
+	defer stopNew()
+	s.eventually(10*time.Second, "the member to hand every slot over to the new leader", func() (bool, string) {
+		return len(m.Held()) == 0, fmt.Sprint(m.Held())
+	})
+	t.Logf("a leader took the Lease: the member held nothing after %v", time.Since(rolledBack).Round(time.Millisecond))
+	for slot := range 4 {
+		if cause := log.cause("member", slot); !errors.Is(cause, context.Canceled) {
+			t.Errorf("the member's Work on slot %d ended with %v, want context.Canceled (a hand-over: in-flight syncs finish)", slot, cause)
+		}
+	}
+}

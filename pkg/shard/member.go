@@ -290,8 +290,9 @@ type view struct {
 	// its ranges overlap ours, so we take none until it is gone; yield is
 	// set when that member is also older than us, and we must let go of
 	// what we hold.
-	wait  string
-	yield bool
+	wait      string
+	waitSlots string // its slot count
+	yield     bool
 }
 
 // observe computes the view from the group's Leases (a snapshot of the
@@ -388,7 +389,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		h := ptr.Deref(l.Spec.HolderIdentity, "")
 		if l.Labels[SlotsLabel] != ours {
 			if other := liveOther[h]; other != nil {
-				v.wait = h
+				v.wait, v.waitSlots = h, other.Labels[SlotsLabel]
 				if self != nil && older(other, self) {
 					v.yield = true
 				}
@@ -522,6 +523,10 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// viewStale: writes are refused for a stale view (see Check);
 		// logged when it starts and ends.
 		viewStale bool
+		// leaderSeen is what we know of the single-leader mode's Lease
+		// (see leaderLive); waitingForLeader is logged once.
+		leaderSeen       observed
+		waitingForLeader string
 		// recent are the resourceVersions of our last two renewals (or
 		// the join), sent no earlier than recentSent.
 		recent     [2]string
@@ -698,10 +703,28 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 				keep = append(keep, slot)
 			}
 		}
+		// A leader of the single-leader mode under our name works on every
+		// namespace: a rollout between the two modes. We take no slot while
+		// its Lease is live, and let go of those we hold.
+		leader, known := m.leaderLive(ctx, leases, &leaderSeen)
+		if leader != "" || !known {
+			if leader != "" && leader != waitingForLeader {
+				logger.Info("A leader of the single-leader mode holds its Lease; taking no slot, and handing over those held, until it is gone",
+					"leader", leader, "lease", klog.KRef(c.Namespace, c.Group), "handingOver", len(keep))
+			}
+			waitingForLeader = leader
+			for _, slot := range keep {
+				if leader != "" {
+					slots[slot].stop(nil)
+				}
+			}
+			continue
+		}
+		waitingForLeader = ""
 		if v.wait != "" {
 			if v.wait != waitingFor {
 				logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
-					"member", v.wait, "slots", int(c.Slots), "handingOver", v.yield)
+					"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
 			}
 			waitingFor = v.wait
 			if v.yield {
@@ -733,6 +756,36 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			slots[slot] = m.start(ctx, leases, l, work, finished, workErrs)
 		}
 	}
+}
+
+// leaderLive reads the Lease of the single-leader mode (named as our group,
+// in its namespace) and returns its holder while it is live: it names one
+// and has changed within LeaseDuration, by our clock (seen; a Lease first
+// seen counts as just changed). It is read at every tick rather than
+// watched: a read cannot be stale as a stalled watch can. A Lease released
+// by a graceful stop names nobody. known is false when the read failed:
+// then neither take nor let go.
+func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *observed) (holder string, known bool) {
+	c := m.cfg
+	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod/2)
+	defer cancel()
+	l, err := leases.Get(ctx, c.Group, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		*seen = observed{}
+		return "", true
+	case err != nil:
+		return "", false
+	}
+	now := time.Now()
+	if seen.resourceVersion != l.ResourceVersion {
+		*seen = observed{resourceVersion: l.ResourceVersion, at: now}
+	}
+	holder = ptr.Deref(l.Spec.HolderIdentity, "")
+	if holder == "" || now.Sub(seen.at) >= c.LeaseDuration {
+		return "", true
+	}
+	return holder, true
 }
 
 // start runs work for a slot just acquired: writes for it pass until work

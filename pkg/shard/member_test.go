@@ -633,3 +633,48 @@ func TestSlotWhoseReleaseFailedIsReleasedLater(t *testing.T) {
 			4*c.LeaseDuration, m.Held(), h)
 	}
 }
+
+// TestLeaderLive: the single-leader mode's Lease holds members back while
+// it names a holder and has changed within LeaseDuration by the member's
+// clock; released (no holder) or absent, it does not; a failed read is
+// neither (known false).
+func TestLeaderLive(t *testing.T) {
+	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "self",
+		LeaseDuration: 200 * time.Millisecond, RenewDeadline: 100 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
+	client := fake.NewClientset()
+	m, err := NewMember(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := client.CoordinationV1().Leases("ns")
+	var seen observed
+	check := func(what, wantHolder string, wantKnown bool) {
+		t.Helper()
+		if holder, known := m.leaderLive(t.Context(), leases, &seen); holder != wantHolder || known != wantKnown {
+			t.Errorf("%s: leaderLive = %q, %v; want %q, %v", what, holder, known, wantHolder, wantKnown)
+		}
+	}
+	check("no leader Lease", "", true)
+	l, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", ResourceVersion: "1"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("leader")}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("first sight of a held Lease", "leader", true)
+	time.Sleep(c.LeaseDuration)
+	check("unchanged for a lease duration", "", true)
+	l.ResourceVersion = "2"
+	if l, err = leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("renewed", "leader", true)
+	l.Spec.HolderIdentity, l.ResourceVersion = nil, "3"
+	if _, err = leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("released", "", true)
+	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	check("a failed read", "", false)
+}
