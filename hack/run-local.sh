@@ -9,13 +9,39 @@
 #
 # Extra controller flags: make run ARGS="-workers=8 -v=4"
 # Sharded replicas (docs/sharding.md): make run REPLICAS=2 starts two
-# processes sharing 16 slots (-shard-slots=16 unless ARGS sets it), their
+# processes sharing 16 slots (-shard-slots=16 unless ARGS sets it; 0 is refused), their
 # logs prefixed [replica-N], metrics and probes on :8080/:8081, :8090/:8091...
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${REPO_ROOT}"
 read -r -a args <<<"${ARGS:--v=2}" # -v=2: log every change the controller makes
+
+replicas="${REPLICAS:-1}"
+if ! [[ "${replicas}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "run-local: REPLICAS must be a positive number, got '${replicas}'" >&2
+    exit 2
+fi
+if [[ "${replicas}" != 1 ]]; then
+    # Several replicas must share slots: one leader each would be unfenced
+    # writers side by side (outside a cluster -leader-elect is off).
+    slots=""
+    for a in "${args[@]}"; do
+        case "${a}" in
+        -shard-slots=* | --shard-slots=*) slots="${a#*=}" ;;
+        -shard-slots | --shard-slots | -metrics-bind-address* | --metrics-bind-address* | -health-probe-bind-address* | --health-probe-bind-address*)
+            echo "run-local: with REPLICAS, give -shard-slots=N in ARGS (with '='), and no -metrics-bind-address or -health-probe-bind-address: replica i serves metrics on :8080+10i and probes on :8081+10i" >&2
+            exit 2
+            ;;
+        esac
+    done
+    if [[ -z "${slots}" ]]; then
+        args+=("-shard-slots=16")
+    elif ! [[ "${slots}" =~ ^[1-9][0-9]*$ ]]; then
+        echo "run-local: REPLICAS=${replicas} needs -shard-slots of at least 1, got '${slots}': replicas with -shard-slots=0 would each lead alone" >&2
+        exit 2
+    fi
+fi
 
 kubeconfig="${KUBECONFIG:-}"
 for a in "${args[@]}"; do
@@ -55,11 +81,6 @@ run-local: starting foo-controller (Ctrl-C to stop). In another terminal:
     kubectl describe foo example-foo         # status, conditions and Events
 
 MSG
-replicas="${REPLICAS:-1}"
-if ! [[ "${replicas}" =~ ^[1-9][0-9]*$ ]]; then
-    echo "run-local: REPLICAS must be a positive number, got '${replicas}'" >&2
-    exit 2
-fi
 # Not exec: the EXIT trap must still run after the controller stops.
 # Ctrl-C reaches the controller too, which finishes in-flight syncs first.
 set +o errexit
@@ -67,9 +88,6 @@ if [[ "${replicas}" == 1 ]]; then
     _output/bin/foo-controller "${args[@]}"
     status=$?
 else
-    if [[ " ${args[*]} " != *"shard-slots"* ]]; then
-        args+=("-shard-slots=16")
-    fi
     # Each in the background, in this shell's process group: Ctrl-C reaches
     # them all, and wait returns once every one has stopped.
     pids=()

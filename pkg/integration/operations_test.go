@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -433,5 +434,33 @@ func TestSIGTERMDuringStartup(t *testing.T) {
 	}
 	if lines := p.logLines("Stopped before start-up finished"); len(lines) != 1 {
 		t.Errorf("want the stop logged once; log:\n%s", p.tail(10))
+	}
+}
+
+// TestRunLocalRefusesReplicasThatWouldNotShare: `make run REPLICAS=N`
+// refuses, before it starts anything, the flags that would leave its
+// replicas unsharded (each a leader of its own, writing side by side) or
+// fighting over one port. Found by the third attack of issue 14.
+func TestRunLocalRefusesReplicasThatWouldNotShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want string }{
+		{"-shard-slots=0", "would each lead alone"},
+		{"-shard-slots=x", "at least 1"},
+		{"-shard-slots 4", "with '='"},
+		{"-metrics-bind-address=:9000", "no -metrics-bind-address"},
+		{"--health-probe-bind-address=:9001", "no -metrics-bind-address or -health-probe-bind-address"},
+	} {
+		cmd := exec.Command("bash", filepath.Join(repoRoot, "hack", "run-local.sh"))
+		// No KUBECONFIG, so that reaching further would start a plane:
+		// the refusal must come first.
+		cmd.Env = append(os.Environ(), "REPLICAS=2", "ARGS="+tc.args, "KUBECONFIG=", "FOO_LOCAL_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("REPLICAS=2 ARGS=%q: %v, output %q; want exit 2 saying %q", tc.args, err, out, tc.want)
+		}
+		if strings.Contains(string(out), "local-up") {
+			t.Errorf("REPLICAS=2 ARGS=%q started the control plane before refusing: %q", tc.args, out)
+		}
 	}
 }
