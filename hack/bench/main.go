@@ -38,6 +38,8 @@ var stderr io.Writer = os.Stderr
 type figures map[string]float64
 
 type options struct {
+	// given are the flags set on the command line, by name.
+	given map[string]bool
 	ns          []int // one bench per N, in this order
 	replicas    int
 	repeat      int
@@ -213,6 +215,8 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("%q and what follows it would be ignored: every setting is a flag, and a boolean one takes its value after '=' (-floor=false)", fs.Arg(0))
 	}
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	if o.idle == 0 {
 		o.idle = resyncPeriod(o.controller.args) + 10*time.Second
 	}

@@ -100,11 +100,19 @@ func TestParseFlags(t *testing.T) {
 		{name: "more shard replicas than slots", args: []string{"-shard-replicas", "1,8", "-shard-slots", "4", "-namespaces", "8", "-floor=false"},
 			refused: "-shard-replicas 8 is more replicas than -shard-slots (4)"},
 		{name: "shard replicas with a heap profile", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-heap-profile"},
-			refused: "-heap-profile and -cpu-profile profile the idle window and the restart"},
+			refused: "are for the idle window and the restarts, which the scale-out run (-shard-replicas) skips"},
+		{name: "shard replicas with restarts", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-restarts=3"},
+			refused: "are for the idle window and the restarts"},
+		{name: "shard replicas with an idle window", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-idle=1m"},
+			refused: "are for the idle window and the restarts"},
 		{name: "shard replicas given their slots twice", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=-shard-slots=8"},
-			refused: "the bench sets the replicas' slots (-shard-slots)"},
+			refused: "the bench gives the replicas their slots itself"},
 		{name: "shard replicas with leader election", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=--leader-elect"},
-			refused: "the controller refuses -leader-elect beside them"},
+			refused: "the controller refuses -leader-elect beside -shard-slots"},
+		{name: "shard replicas with leader election, spelt 1", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=-leader-elect=1"},
+			refused: "the controller refuses -leader-elect beside -shard-slots"},
+		{name: "shard replicas with one namespace", args: []string{"-shard-replicas", "2", "-namespaces", "16", "-floor=false", "-controller-flag=-namespace=a"},
+			refused: "refuses -namespace beside -shard-slots"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var printed strings.Builder
@@ -156,7 +164,7 @@ func TestParseFlags(t *testing.T) {
 				return slices.Equal(o.shardReplicas, []int{1, 2, 4}) && o.shardSlots == 16 && o.namespaces == 64
 			}},
 		{name: "the scale-out run with its slots", args: []string{"-n", "300", "-namespaces", "8", "-floor=false", "-shard-replicas", "2",
-			"-shard-slots", "8", "-controller-flag=-leader-elect-retry-period=1s"},
+			"-shard-slots", "8", "-controller-flag=-leader-elect-retry-period=1s", "-controller-flag=-leader-elect=false", "-burst-profile=20s"},
 			check: func(o options) bool { return slices.Equal(o.shardReplicas, []int{2}) && o.shardSlots == 8 }},
 		{name: "replicas at the API's maximum, n given twice", args: []string{"-replicas", "100", "-n", "10", "-n", "20", "-controller-env=GOGC=50"},
 			check: func(o options) bool {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,12 +49,20 @@ func (o options) validateScaleOut() error {
 	if k := slices.Max(o.shardReplicas); k > o.shardSlots {
 		return fmt.Errorf("-shard-replicas %d is more replicas than -shard-slots (%d): the extra ones would hold no slot", k, o.shardSlots)
 	}
-	if o.heapProfile || o.cpuProfile {
-		return errors.New("-heap-profile and -cpu-profile profile the idle window and the restart, which the scale-out run (-shard-replicas) skips")
+	if o.heapProfile || o.cpuProfile || o.given["idle"] || o.given["restarts"] {
+		return errors.New("-heap-profile, -cpu-profile, -idle and -restarts are for the idle window and the restarts, which the scale-out run (-shard-replicas) skips")
 	}
 	for _, a := range o.controller.args {
-		if f := strings.TrimLeft(a, "-"); strings.HasPrefix(f, "shard-slots") || f == "leader-elect" || f == "leader-elect=true" {
-			return fmt.Errorf("-controller-flag=%s with -shard-replicas: the bench sets the replicas' slots (-shard-slots), and the controller refuses -leader-elect beside them", a)
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch name {
+		case "shard-slots":
+			return fmt.Errorf("-controller-flag=%s with -shard-replicas: the bench gives the replicas their slots itself (-shard-slots of the bench)", a)
+		case "leader-elect":
+			if on, err := strconv.ParseBool(value); !hasValue || err != nil || on {
+				return fmt.Errorf("-controller-flag=%s with -shard-replicas: the controller refuses -leader-elect beside -shard-slots", a)
+			}
+		case "namespace":
+			return fmt.Errorf("-controller-flag=%s with -shard-replicas: the controller refuses -namespace beside -shard-slots (a namespace falls in one slot)", a)
 		}
 	}
 	return nil
@@ -584,7 +593,7 @@ func printScaleOut(w io.Writer, rep scaleOutReport) {
 	if len(rep.Configs) > 0 {
 		runs = len(rep.Configs[0].Runs)
 	}
-	pf("\nfoo-controller scale-out bench: N=%d over %d namespaces, %d replica(s) each, concurrency %d, %d slots, %d run(s), medians; %s\n",
+	pf("\nfoo-controller scale-out bench: N=%d over %d namespaces, %d Pod replica(s) per Foo, concurrency %d, %d slots, %d run(s), medians; %s\n",
 		rep.N, rep.Namespaces, rep.Replicas, rep.Concurrency, rep.Slots, runs, rep.Date)
 	done, doneKey := "Ready", "foos_ready_s"
 	if !rep.DeploymentController {
@@ -627,8 +636,12 @@ func printScaleOut(w io.Writer, rep scaleOutReport) {
 	pf("\nper process (first run): slots held, Foos in them, syncs, peak RSS, live heap, CPU during the converge\n")
 	for _, cfg := range rep.Configs {
 		for i, p := range cfg.Processes {
-			pf("  k=%d #%d: %3d slots (%d worked) %7d Foos %8.0f syncs %8.1f MB %8.1f MB %7.1f s\n",
-				cfg.K, i, p.Slots, p.SlotsWorked, p.Foos, p.Syncs, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds)
+			held := fmt.Sprintf("%3d slots (%d worked)", p.Slots, p.SlotsWorked)
+			if cfg.K == 0 {
+				held = fmt.Sprintf("%-20s", "leader (no slots)")
+			}
+			pf("  k=%d #%d: %s %7d Foos %8.0f syncs %8.1f MB %8.1f MB %7.1f s\n",
+				cfg.K, i, held, p.Foos, p.Syncs, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds)
 		}
 	}
 }
