@@ -39,7 +39,7 @@ type figures map[string]float64
 
 type options struct {
 	// given are the flags set on the command line, by name.
-	given map[string]bool
+	given       map[string]bool
 	ns          []int // one bench per N, in this order
 	replicas    int
 	repeat      int
