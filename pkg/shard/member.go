@@ -527,6 +527,10 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// (see leaderLive); waitingForLeader is logged once.
 		leaderSeen       observed
 		waitingForLeader string
+		leaderUnread     bool // the last read of the leader's Lease failed (logged once)
+		// left is when each slot's Work last returned (and its release
+		// was tried): a view older than that may not show the release.
+		left = map[int]time.Time{}
 		// recent are the resourceVersions of our last two renewals (or
 		// the join), sent no earlier than recentSent.
 		recent     [2]string
@@ -564,6 +568,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			continue
 		case slot := <-finished:
 			delete(slots, slot)
+			left[slot] = time.Now()
 			continue
 		case err := <-workErrs:
 			return lost(err)
@@ -685,8 +690,12 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			if _, ours := slots[slot]; ours || !fresh || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity {
 				continue
 			}
-			logger.Info("Releasing a slot whose Lease names this member, which does not run it", "slot", slot, "lease", klog.KObj(l))
-			m.release(ctx, leases, l, slot, c.RetryPeriod)
+			if t, ok := left[slot]; ok && !t.Before(covered) {
+				continue // the view may not show its release yet
+			}
+			if m.release(ctx, leases, l, slot, c.RetryPeriod) {
+				logger.Info("Released a slot whose Lease named this member, which did not run it (a take whose answer was lost, a release that failed, or a hand edit)", "slot", slot)
+			}
 		}
 		for _, l := range v.orphans {
 			// The precondition: unless a member of its count took it since.
@@ -706,8 +715,12 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// A leader of the single-leader mode under our name works on every
 		// namespace: a rollout between the two modes. We take no slot while
 		// its Lease is live, and let go of those we hold.
-		leader, known := m.leaderLive(ctx, leases, &leaderSeen)
-		if leader != "" || !known {
+		leader, err := m.leaderLive(ctx, leases, &leaderSeen)
+		if err != nil && !leaderUnread {
+			logger.Info("Could not read the Lease of the single-leader mode; taking no slot, and keeping those held, until it can be read", "lease", klog.KRef(c.Namespace, c.Group), "err", err.Error())
+		}
+		leaderUnread = err != nil
+		if leader != "" || err != nil {
 			if leader != "" && leader != waitingForLeader {
 				logger.Info("A leader of the single-leader mode holds its Lease; taking no slot, and handing over those held, until it is gone",
 					"leader", leader, "lease", klog.KRef(c.Namespace, c.Group), "handingOver", len(keep))
@@ -763,9 +776,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 // and has changed within LeaseDuration, by our clock (seen; a Lease first
 // seen counts as just changed). It is read at every tick rather than
 // watched: a read cannot be stale as a stalled watch can. A Lease released
-// by a graceful stop names nobody. known is false when the read failed:
-// then neither take nor let go.
-func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *observed) (holder string, known bool) {
+// by a graceful stop names nobody. When the read fails, Run neither takes
+// nor lets go.
+func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *observed) (holder string, err error) {
 	c := m.cfg
 	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod/2)
 	defer cancel()
@@ -773,9 +786,9 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 	switch {
 	case apierrors.IsNotFound(err):
 		*seen = observed{}
-		return "", true
+		return "", nil
 	case err != nil:
-		return "", false
+		return "", err
 	}
 	now := time.Now()
 	if seen.resourceVersion != l.ResourceVersion {
@@ -783,9 +796,9 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 	}
 	holder = ptr.Deref(l.Spec.HolderIdentity, "")
 	if holder == "" || now.Sub(seen.at) >= c.LeaseDuration {
-		return "", true
+		return "", nil
 	}
-	return holder, true
+	return holder, nil
 }
 
 // start runs work for a slot just acquired: writes for it pass until work
@@ -942,12 +955,12 @@ func (m *Member) releaseSlot(ctx context.Context, leases leaseClient, name strin
 		logger.Error(err, "Could not release a slot; trying again at a later tick", "slot", slot, "lease", klog.KRef(m.cfg.Namespace, name))
 		return
 	}
-	m.release(ctx, leases, l, slot, m.cfg.RenewDeadline)
+	_ = m.release(ctx, leases, l, slot, m.cfg.RenewDeadline)
 }
 
 // release clears the holder of the slot's Lease l, preconditioned on l's
-// version, within timeout.
-func (m *Member) release(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, slot int, timeout time.Duration) {
+// version, within timeout, and reports whether it did.
+func (m *Member) release(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, slot int, timeout time.Duration) bool {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -957,9 +970,10 @@ func (m *Member) release(ctx context.Context, leases leaseClient, l *coordinatio
 		if !apierrors.IsConflict(err) {
 			logger.Error(err, "Could not release a slot; trying again at a later tick", "slot", slot, "lease", klog.KObj(l))
 		}
-		return
+		return false
 	}
 	logger.Info("Released a slot", "slot", slot, "lease", klog.KObj(l))
+	return true
 }
 
 // leave deletes the member's Lease once every slot was released, so that

@@ -637,7 +637,7 @@ func TestSlotWhoseReleaseFailedIsReleasedLater(t *testing.T) {
 // TestLeaderLive: the single-leader mode's Lease holds members back while
 // it names a holder and has changed within LeaseDuration by the member's
 // clock; released (no holder) or absent, it does not; a failed read is
-// neither (known false).
+// an error (Run then neither takes nor lets go).
 func TestLeaderLive(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "self",
 		LeaseDuration: 200 * time.Millisecond, RenewDeadline: 100 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
@@ -650,8 +650,8 @@ func TestLeaderLive(t *testing.T) {
 	var seen observed
 	check := func(what, wantHolder string, wantKnown bool) {
 		t.Helper()
-		if holder, known := m.leaderLive(t.Context(), leases, &seen); holder != wantHolder || known != wantKnown {
-			t.Errorf("%s: leaderLive = %q, %v; want %q, %v", what, holder, known, wantHolder, wantKnown)
+		if holder, err := m.leaderLive(t.Context(), leases, &seen); holder != wantHolder || (err == nil) != wantKnown {
+			t.Errorf("%s: leaderLive = %q, %v; want %q, read %v", what, holder, err, wantHolder, wantKnown)
 		}
 	}
 	check("no leader Lease", "", true)
