@@ -17,6 +17,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -350,91 +351,106 @@ func TestShardMemberReleasesSlotsItDoesNotRun(t *testing.T) {
 
 // TestShardMemberWaitsForALeader: a rollout between the single-leader mode
 // and the sharded one, on the real API server, through the leader's Lease
-// (named as the group, in its namespace; renewed here by the test as a
-// leader would). While a leader holds it, a member takes no slot; once the
-// leader releases it (a graceful stop), the member takes its share; when a
-// leader appears again (a rollback), the member hands every slot over.
+// (named as the group, in its namespace; written here by the test as
+// leaders would). While that Lease moves (renewed, released, taken by a
+// standby), members take no slot; once it has been still for a lease
+// duration (its last holder killed), they take their shares and delete it,
+// so that a member starting later does not wait; when a leader appears
+// again (a rollback), they hand every slot over.
 func TestShardMemberWaitsForALeader(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
-	c := shard.Config{Group: "modes", Namespace: s.ns, Slots: 4, Identity: "member",
+	c := shard.Config{Group: "modes", Namespace: s.ns, Slots: 4,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	leases := s.kube.CoordinationV1().Leases(s.ns)
-	now := metav1.NewMicroTime(time.Now())
-	leaderLease, err := leases.Create(s.ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "modes"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("old-leader"), LeaseDurationSeconds: ptr.To(int32(4)),
-			AcquireTime: &now, RenewTime: &now},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// lead renews the leader's Lease as holder ("": released) until stop.
-	var mu sync.Mutex
-	lead := func(holder string) (stop func()) {
-		done := make(chan struct{})
-		stopped := make(chan struct{})
-		write := func() {
-			mu.Lock()
-			defer mu.Unlock()
-			l := leaderLease.DeepCopy()
-			l.Spec.HolderIdentity = ptr.To(holder)
-			if holder == "" {
-				l.Spec.HolderIdentity = nil
-			}
-			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-			updated, err := leases.Update(s.ctx, l, metav1.UpdateOptions{})
-			if err != nil {
-				t.Errorf("renewing the leader's Lease: %v", err)
-				return
-			}
-			leaderLease = updated
+	// write sets the leader's Lease to holder ("": released), creating it
+	// if need be, as client-go's leader election would.
+	write := func(holder string) {
+		t.Helper()
+		l, err := leases.Get(s.ctx, "modes", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l, err = leases.Create(s.ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "modes"}}, metav1.CreateOptions{})
 		}
-		write()
-		go func() {
-			defer close(stopped)
-			tick := time.NewTicker(c.RetryPeriod)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					if holder != "" {
-						write()
-					}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.HolderIdentity = ptr.To(holder)
+		if holder == "" {
+			l.Spec.HolderIdentity = nil
+		}
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(4))
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		if _, err := leases.Update(s.ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// lead renews as holder every retry period for d, checking that the
+	// given members hold nothing meanwhile.
+	lead := func(holder string, d time.Duration, idle ...*shard.Member) {
+		t.Helper()
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(c.RetryPeriod) {
+			write(holder)
+			for _, m := range idle {
+				if held := m.Held(); len(held) != 0 {
+					t.Fatalf("a member holds %v while %q holds the leader's Lease", held, holder)
 				}
 			}
-		}()
-		return func() { close(done); <-stopped }
+		}
 	}
-	stopOld := lead("old-leader")
-	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
-	m := runMember(t, s, s.cl.admin, c, log.work("member"))
-	time.Sleep(c.LeaseDuration + 2*c.RetryPeriod) // longer than a lease: only a live leader can hold it back
-	if held := m.Held(); len(held) != 0 || !m.Joined() {
-		t.Fatalf("while a leader renews its Lease, the member joined %v and holds %v; want joined, holding nothing", m.Joined(), held)
-	}
-
-	stopOld()
-	released := time.Now()
-	stopRelease := lead("") // the leader's graceful stop
-	stopRelease()
-	s.eventually(10*time.Second, "the member to take every slot once the leader released its Lease", func() (bool, string) {
-		return len(m.Held()) == 4, fmt.Sprint(m.Held())
+	logA := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	logB := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	write("old-leader")
+	ac := c
+	ac.Identity = "a"
+	a := runMember(t, s, s.cl.admin, ac, logA.work("a"))
+	s.eventually(5*time.Second, "a to join", func() (bool, string) { return a.Joined(), "" })
+	// Longer than a lease duration: only a leader at work holds it back.
+	lead("old-leader", c.LeaseDuration+2*c.RetryPeriod, a)
+	// The old leader stops gracefully, and its standby takes over at its
+	// next retry, as in a rolling update of a Deployment with two
+	// replicas: a must not take slots in between.
+	write("")
+	time.Sleep(c.RetryPeriod)
+	lead("standby", c.LeaseDuration+2*c.RetryPeriod, a)
+	// The standby is killed: its Lease stays, naming it, and never moves.
+	killed := time.Now()
+	s.eventually(c.LeaseDuration+10*time.Second, "a to take every slot once the leader's Lease has been still for a lease duration", func() (bool, string) {
+		return len(a.Held()) == 4, fmt.Sprint(a.Held())
 	})
-	t.Logf("leader released its Lease: the member held every slot after %v", time.Since(released).Round(time.Millisecond))
+	if d := time.Since(killed); d < c.LeaseDuration-c.RetryPeriod {
+		t.Errorf("a took every slot %v after the last leader's last renewal, before a lease duration (%v)", d, c.LeaseDuration)
+	}
+	t.Logf("the last leader killed: a held every slot after %v (lease duration %v)", time.Since(killed).Round(time.Millisecond), c.LeaseDuration)
+	s.eventually(2*time.Second, "the still leader's Lease to be deleted", func() (bool, string) {
+		_, err := leases.Get(s.ctx, "modes", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	// A member starting now waits for no leader.
+	bc := c
+	bc.Identity = "b"
+	joined := time.Now()
+	b := runMember(t, s, s.cl.admin, bc, logB.work("b"))
+	s.eventually(c.LeaseDuration-c.RetryPeriod, "b to take its share without waiting a lease duration", func() (bool, string) {
+		return len(a.Held()) == 2 && len(b.Held()) == 2, fmt.Sprintf("a %v, b %v", a.Held(), b.Held())
+	})
+	t.Logf("b started after the Lease was deleted: shares 2/2 after %v", time.Since(joined).Round(time.Millisecond))
 
+	// The rollback: a leader starts again.
 	rolledBack := time.Now()
-	stopNew := lead("new-leader")
-	defer stopNew()
-	s.eventually(10*time.Second, "the member to hand every slot over to the new leader", func() (bool, string) {
-		return len(m.Held()) == 0, fmt.Sprint(m.Held())
+	write("new-leader")
+	s.eventually(10*time.Second, "a and b to hand every slot over to the new leader", func() (bool, string) {
+		write("new-leader")
+		return len(a.Held())+len(b.Held()) == 0, fmt.Sprintf("a %v, b %v", a.Held(), b.Held())
 	})
-	t.Logf("a leader took the Lease: the member held nothing after %v", time.Since(rolledBack).Round(time.Millisecond))
-	for slot := range 4 {
-		if cause := log.cause("member", slot); !errors.Is(cause, context.Canceled) {
-			t.Errorf("the member's Work on slot %d ended with %v, want context.Canceled (a hand-over: in-flight syncs finish)", slot, cause)
+	t.Logf("a leader took the Lease: the members held nothing after %v", time.Since(rolledBack).Round(time.Millisecond))
+	for _, m := range []struct {
+		id  string
+		log *slotLog
+	}{{"a", logA}, {"b", logB}} {
+		for slot := range 4 {
+			if cause := m.log.cause(m.id, slot); cause != nil && !errors.Is(cause, context.Canceled) {
+				t.Errorf("%s's Work on slot %d ended with %v, want context.Canceled (a hand-over: in-flight syncs finish)", m.id, slot, cause)
+			}
 		}
 	}
 }

@@ -320,6 +320,16 @@ type view struct {
 // Once no live member of a slot count is left, the slot Leases of that
 // count that nobody live holds are orphans, to be deleted.
 func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time, fresh bool) view {
+	return observeAsOf(c, leases, seen, now, now, fresh)
+}
+
+// observeAsOf is observe for a cache known to show every change made
+// before asOf (when the renewal of ours it shows was sent), not until now:
+// a Lease's age is counted to asOf. A member that renewed after asOf, and
+// so unseen, renewed within RenewDeadline of a renewal before it, which
+// the cache shows: counted to asOf, an age of LeaseDuration or more means
+// it has stopped writing, whatever the timings.
+func observeAsOf(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now, asOf time.Time, fresh bool) view {
 	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}}
 	ours := strconv.Itoa(int(c.Slots))
 	live := map[string]bool{c.Identity: true}
@@ -342,7 +352,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 		if !fresh {
 			return 0
 		}
-		return now.Sub(o.at)
+		return asOf.Sub(o.at)
 	}
 	for _, l := range leases {
 		if l.Labels[RoleLabel] != "member" || l.Spec.HolderIdentity == nil {
@@ -373,7 +383,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 			g = observed{at: now}
 			seen[key] = g
 		}
-		return fresh && now.Sub(g.at) >= c.LeaseDuration
+		return fresh && asOf.Sub(g.at) >= c.LeaseDuration
 	}
 	for id := range live {
 		if !presumedDead[id] || id == c.Identity {
@@ -526,7 +536,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// leaderSeen is what we know of the single-leader mode's Lease
 		// (see leaderLive); waitingForLeader is logged once.
 		leaderSeen       observed
-		waitingForLeader string
+		waitingForLeader bool
 		leaderUnread     bool // the last read of the leader's Lease failed (logged once)
 		// left is when each slot's Work last returned (and its release
 		// was tried): a view older than that may not show the release.
@@ -644,7 +654,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			seeing()
 			continue
 		}
-		v := observe(c, all, seen, time.Now(), fresh)
+		v := observeAsOf(c, all, seen, time.Now(), covered, fresh)
 		// A slot whose Lease names another member now (deleted by hand and
 		// taken, or taken while our view was wrong) is not ours: stop
 		// writing for it at once, and do not release it.
@@ -714,26 +724,26 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}
 		// A leader of the single-leader mode under our name works on every
 		// namespace: a rollout between the two modes. We take no slot while
-		// its Lease is live, and let go of those we hold.
-		leader, err := m.leaderLive(ctx, leases, &leaderSeen)
+		// its Lease moves, and let go of those we hold.
+		leaderAtWork, leader, err := m.leaderLive(ctx, leases, &leaderSeen)
 		if err != nil && !leaderUnread {
 			logger.Info("Could not read the Lease of the single-leader mode; taking no slot, and keeping those held, until it can be read", "lease", klog.KRef(c.Namespace, c.Group), "err", err.Error())
 		}
 		leaderUnread = err != nil
-		if leader != "" || err != nil {
-			if leader != "" && leader != waitingForLeader {
-				logger.Info("A leader of the single-leader mode holds its Lease; taking no slot, and handing over those held, until it is gone",
-					"leader", leader, "lease", klog.KRef(c.Namespace, c.Group), "handingOver", len(keep))
+		if leaderAtWork || err != nil {
+			if leaderAtWork && !waitingForLeader {
+				logger.Info("The Lease of the single-leader mode changed within a lease duration: a leader may be at work; taking no slot, and handing over those held, until it has been still for a lease duration",
+					"lease", klog.KRef(c.Namespace, c.Group), "holder", leader, "handingOver", len(keep))
 			}
-			waitingForLeader = leader
+			waitingForLeader = leaderAtWork
 			for _, slot := range keep {
-				if leader != "" {
+				if leaderAtWork {
 					slots[slot].stop(nil)
 				}
 			}
 			continue
 		}
-		waitingForLeader = ""
+		waitingForLeader = false
 		if v.wait != "" {
 			if v.wait != waitingFor {
 				logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
@@ -771,14 +781,17 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}
 }
 
-// leaderLive reads the Lease of the single-leader mode (named as our group,
-// in its namespace) and returns its holder while it is live: it names one
-// and has changed within LeaseDuration, by our clock (seen; a Lease first
-// seen counts as just changed). It is read at every tick rather than
-// watched: a read cannot be stale as a stalled watch can. A Lease released
-// by a graceful stop names nobody. When the read fails, Run neither takes
-// nor lets go.
-func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *observed) (holder string, err error) {
+// leaderLive reads the Lease of the single-leader mode (named as our
+// group, in its namespace) and reports whether a leader may be at work: the
+// Lease changed within LeaseDuration by our clock (seen; a Lease first seen
+// counts as just changed), whether it names a holder or was just released,
+// for a standby takes a released Lease within its retry period. holder is
+// the name in it. A Lease unchanged for LeaseDuration is deleted (at the
+// version seen), so that members starting later need not wait a lease
+// duration for a leader gone for good. It is read at every tick rather
+// than watched: a read cannot be stale as a stalled watch can. When the
+// read fails, Run neither takes nor lets go.
+func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *observed) (live bool, holder string, err error) {
 	c := m.cfg
 	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod/2)
 	defer cancel()
@@ -786,19 +799,23 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 	switch {
 	case apierrors.IsNotFound(err):
 		*seen = observed{}
-		return "", nil
+		return false, "", nil
 	case err != nil:
-		return "", err
+		return false, "", err
 	}
 	now := time.Now()
 	if seen.resourceVersion != l.ResourceVersion {
 		*seen = observed{resourceVersion: l.ResourceVersion, at: now}
 	}
 	holder = ptr.Deref(l.Spec.HolderIdentity, "")
-	if holder == "" || now.Sub(seen.at) >= c.LeaseDuration {
-		return "", nil
+	if now.Sub(seen.at) < c.LeaseDuration {
+		return true, holder, nil
 	}
-	return holder, nil
+	err = leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
+	if err == nil {
+		klog.FromContext(ctx).Info("Deleted the Lease of the single-leader mode, unchanged for a lease duration", "lease", klog.KObj(l), "holder", holder)
+	}
+	return false, holder, nil
 }
 
 // start runs work for a slot just acquired: writes for it pass until work

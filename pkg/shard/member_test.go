@@ -213,6 +213,30 @@ func TestObserveOrphanSlotLeases(t *testing.T) {
 	}
 }
 
+// TestObserveAsOf: ages are counted to the time the cache is known to be
+// up to date with (the send time of the renewal of ours it shows), not to
+// now: a cache that shows a renewal of ours sent long ago (the first tick
+// after an outage) cannot show another member's later renewals, so it
+// expires nobody for the time it lags.
+func TestObserveAsOf(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	leases := []*coordinationv1.Lease{
+		lease("g-member-self", "member", "", "self", "1"),
+		lease("g-member-b", "member", "", "b", "2"),
+		lease("g-slot-1", "slot", "1", "b", "3"),
+	}
+	seen := map[string]observed{}
+	observeAsOf(c, leases, seen, t0, t0, true)
+	now := t0.Add(c.LeaseDuration + time.Second)
+	if v := observeAsOf(c, leases, seen, now, now.Add(-3*time.Second), true); !slices.Contains(v.members, "b") || v.holders[1] != "b" {
+		t.Errorf("a cache 3 s behind, b unchanged for 11 s by the clock: members %v, slot 1 held by %q; want b live (9 s as of the cache)", v.members, v.holders[1])
+	}
+	if v := observeAsOf(c, leases, seen, now, now, true); slices.Contains(v.members, "b") || v.holders[1] != "" {
+		t.Errorf("a cache up to date, b unchanged for 11 s: members %v, slot 1 held by %q; want b expired", v.members, v.holders[1])
+	}
+}
+
 // TestObserveStaleCacheAndMissingMembers: a cache that stopped moving (a
 // stalled watch) expires nobody; a slot whose holder has no member Lease is
 // held until the slot's own Lease has not changed for LeaseDuration.
@@ -635,9 +659,11 @@ func TestSlotWhoseReleaseFailedIsReleasedLater(t *testing.T) {
 }
 
 // TestLeaderLive: the single-leader mode's Lease holds members back while
-// it names a holder and has changed within LeaseDuration by the member's
-// clock; released (no holder) or absent, it does not; a failed read is
-// an error (Run then neither takes nor lets go).
+// it has changed within LeaseDuration by the member's clock, whether it
+// names a holder or was just released (a standby may take it); still for
+// a lease duration, it is deleted, so that no member starting later waits;
+// absent, it holds nobody back; a failed read is an error (Run then neither
+// takes nor lets go).
 func TestLeaderLive(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 2, Identity: "self",
 		LeaseDuration: 200 * time.Millisecond, RenewDeadline: 100 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
@@ -648,33 +674,44 @@ func TestLeaderLive(t *testing.T) {
 	}
 	leases := client.CoordinationV1().Leases("ns")
 	var seen observed
-	check := func(what, wantHolder string, wantKnown bool) {
+	check := func(what string, wantLive bool, wantHolder string) {
 		t.Helper()
-		if holder, err := m.leaderLive(t.Context(), leases, &seen); holder != wantHolder || (err == nil) != wantKnown {
-			t.Errorf("%s: leaderLive = %q, %v; want %q, read %v", what, holder, err, wantHolder, wantKnown)
+		live, holder, err := m.leaderLive(t.Context(), leases, &seen)
+		if err != nil || live != wantLive || holder != wantHolder {
+			t.Errorf("%s: leaderLive = %v, %q, %v; want %v, %q", what, live, holder, err, wantLive, wantHolder)
 		}
 	}
-	check("no leader Lease", "", true)
+	check("no leader Lease", false, "")
 	l, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns", ResourceVersion: "1"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("leader")}}, metav1.CreateOptions{})
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("leader"),
+			// Written an hour ago, by the holder's clock: not trusted.
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now().Add(-time.Hour)))}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("first sight of a held Lease", "leader", true)
-	time.Sleep(c.LeaseDuration)
-	check("unchanged for a lease duration", "", true)
-	l.ResourceVersion = "2"
+	check("first sight of a held Lease", true, "leader")
+	time.Sleep(c.LeaseDuration / 2)
+	l.Spec.HolderIdentity, l.ResourceVersion = nil, "2"
 	if l, err = leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	check("renewed", "leader", true)
-	l.Spec.HolderIdentity, l.ResourceVersion = nil, "3"
+	check("just released (a standby may take it)", true, "")
+	time.Sleep(c.LeaseDuration / 2)
+	l.Spec.HolderIdentity, l.ResourceVersion = ptr.To("standby"), "3"
 	if _, err = leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	check("released", "", true)
+	check("taken by a standby", true, "standby")
+	time.Sleep(c.LeaseDuration)
+	check("still for a lease duration", false, "standby")
+	if _, err := leases.Get(t.Context(), "g", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease still for a lease duration: %v, want it deleted", err)
+	}
+	check("deleted", false, "")
 	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
-	check("a failed read", "", false)
+	if _, _, err := m.leaderLive(t.Context(), leases, &seen); err == nil {
+		t.Errorf("a failed read: no error")
+	}
 }
