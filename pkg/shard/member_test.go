@@ -557,7 +557,10 @@ func runFakeMember(t *testing.T, client *fake.Clientset, c Config) (*Member, fun
 	return m, func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("member: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Errorf("member did not stop")
 		}
