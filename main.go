@@ -437,6 +437,12 @@ func run(ctx context.Context, o options) (err error) {
 			return fmt.Errorf("building the Lease client: %w", err)
 		}
 		if err := leader.Run(ctx, leaseClient, lc, electionHealth, func(ctx context.Context) error {
+			// Rolled out over sharded replicas: they hand their slots over
+			// once they see this Lease move; start when they have.
+			shard.WaitForSlotsReleased(ctx, leaseClient, lc.LeaseName, lc.LeaseNamespace, lc.LeaseDuration, lc.RetryPeriod)
+			if ctx.Err() != nil {
+				return nil
+			}
 			return controller.Run(ctx, o.workers)
 		}); err != nil {
 			return err

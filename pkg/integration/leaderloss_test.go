@@ -417,3 +417,35 @@ func TestFrozenLeader(t *testing.T) {
 	s.waitAllConverged(names, 3*time.Minute)
 	s.eventually(time.Minute, "the invariants", s.invariants)
 }
+
+// TestFrozenLeaderWhoseLeaseWasDeleted: the leader is frozen past its
+// renew deadline, and its Lease is deleted meanwhile, as sharded replicas
+// delete a leader's Lease once it has been still for a lease duration (a
+// switch of modes). On waking, the leader must not create the Lease anew
+// and lead on, writing beside the replicas that took over: it exits as
+// lost. (Found by the fifth attack of issue 14: a paused leader recreated
+// the Lease and led on.)
+func TestFrozenLeaderWhoseLeaseWasDeleted(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	const n = 60
+	names := s.createFoos("lapsed", n)
+	a, idA, _ := s.startSlowLeader()
+	s.waitForDeployments(n/5, 2*time.Minute)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(lossLeaseDuration + lossRetryPeriod)
+	if err := s.kube.CoordinationV1().Leases(s.ns).Delete(s.ctx, "foo-controller", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	s.requireLostAndExited(a, idA, "", 15*time.Second)
+	if h := s.leaseHolder(); h == idA {
+		t.Errorf("the woken leader wrote the deleted Lease anew, naming itself")
+	}
+	s.startController(s.leaseArgs()...)
+	s.waitAllConverged(names, 3*time.Minute)
+}

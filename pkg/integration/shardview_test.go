@@ -459,3 +459,61 @@ func TestShardMemberWaitsForALeader(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderWaitsForShardedReplicas: a leader of the single-leader mode
+// elected while sharded members of its group hold slots (a rollback, or a
+// standby elected the moment members took their slots) starts work only
+// once they have handed every slot over, so that the two modes never
+// write at once. (Found by the fifth attack of issue 14.)
+func TestLeaderWaitsForShardedReplicas(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	c := shard.Config{Group: "foo-controller", Namespace: s.ns, Slots: 4,
+		LeaseDuration: lossLeaseDuration, RenewDeadline: lossRenewDeadline, RetryPeriod: lossRetryPeriod}
+	log := &slotLog{open: map[int]string{}, started: map[string]time.Time{}}
+	var (
+		mu      sync.Mutex
+		lastEnd time.Time // when the members' last Work returned: their writes stopped
+	)
+	var members []*shard.Member
+	for _, id := range []string{"a", "b"} {
+		mc := c
+		mc.Identity = id
+		work := log.work(id)
+		members = append(members, runMember(t, s, s.cl.admin, mc, func(ctx context.Context, slot int) error {
+			err := work(ctx, slot)
+			mu.Lock()
+			lastEnd = time.Now()
+			mu.Unlock()
+			return err
+		}))
+	}
+	s.eventually(20*time.Second, "the members to hold every slot", func() (bool, string) {
+		return len(members[0].Held())+len(members[1].Held()) == 4, fmt.Sprintf("%v %v", members[0].Held(), members[1].Held())
+	})
+	names := s.createFoos("rollback", 10)
+	p := s.startController(s.leaseArgs()...)
+	s.eventually(30*time.Second, "the members to hand every slot over", func() (bool, string) {
+		return len(members[0].Held())+len(members[1].Held()) == 0, fmt.Sprintf("%v %v", members[0].Held(), members[1].Held())
+	})
+	for _, id := range []string{"a", "b"} {
+		for slot := range 4 {
+			if cause := log.cause(id, slot); cause != nil && !errors.Is(cause, context.Canceled) {
+				t.Errorf("%s's Work on slot %d ended with %v, want a hand-over (context.Canceled)", id, slot, cause)
+			}
+		}
+	}
+	s.waitAllConverged(names, 2*time.Minute)
+	waited := logTimes(t, p.log, "waiting for them to hand over before starting work")
+	started := logTimes(t, p.log, "Sharded replicas have handed every slot over; starting work")
+	if len(waited) != 1 || len(started) != 1 {
+		t.Fatalf("the leader logged %d waits and %d starts, want one each\n%s", len(waited), len(started), p.tail(30))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if started[0].Before(lastEnd) {
+		t.Errorf("the leader started work at %v, before the members' last Work returned (%v)", started[0], lastEnd)
+	}
+	t.Logf("the leader waited %v for the members to hand their slots over; it started %v after their last Work returned",
+		started[0].Sub(waited[0]).Round(time.Millisecond), started[0].Sub(lastEnd).Round(time.Millisecond))
+}

@@ -164,8 +164,9 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 		},
-		onTaken: func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
-		fence:   c.Fence,
+		onTaken:  func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
+		onLapsed: func() { lose("the last renewal is older than the renew deadline (the process was paused?)") },
+		fence:    c.Fence,
 	}
 
 	// The elector runs under its own context, cancelled only once work
@@ -336,9 +337,14 @@ func (c Config) HealthzTimeout() time.Duration { return c.RenewDeadline - c.Leas
 type watchedLock struct {
 	resourcelock.Interface
 	onTaken func(holder string)
-	fence   *Fence
-	held    atomic.Bool // our last successful write named us as the holder
-	lost    atomic.Bool // leadership was lost (set by Run's lose)
+	// onLapsed is called instead of a write naming us once the fence has
+	// lapsed: past the renew deadline, others may have taken over (or, in
+	// the sharded mode, members deleted the Lease and took the slots), so
+	// renewing, or creating the Lease anew, would make two writers.
+	onLapsed func()
+	fence    *Fence
+	held     atomic.Bool // our last successful write named us as the holder
+	lost     atomic.Bool // leadership was lost (set by Run's lose)
 }
 
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -359,6 +365,10 @@ func (l *watchedLock) Update(ctx context.Context, rec resourcelock.LeaderElectio
 
 func (l *watchedLock) write(rec resourcelock.LeaderElectionRecord, send func() error) error {
 	if l.lost.Load() {
+		return ErrLost
+	}
+	if rec.HolderIdentity == l.Identity() && l.fence != nil && l.fence.Stale() != nil {
+		l.onLapsed()
 		return ErrLost
 	}
 	sentAt := time.Now()

@@ -1,0 +1,97 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// WaitForSlotsReleased is for a leader of the single-leader mode, before it
+// starts work: it returns once no slot Lease of the group (of any slot
+// count) names a live member, or when ctx is done; it retries what fails.
+//
+// In a rollout between the two modes, members hand their slots over as
+// soon as they see the leader's Lease move (see Member.Run), and release
+// each slot only once its writes have stopped. Waiting for those releases
+// here means the two modes never write at once, whichever side started
+// first: a leader elected the moment members took their slots (its
+// predecessor killed), or a leader rolled back to. A member is live until
+// its member Lease has not changed for leaseDuration by our clock (a Lease
+// first seen counts as just changed), or, with no member Lease, until we
+// have missed it for leaseDuration.
+func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, group, namespace string, leaseDuration, retryPeriod time.Duration) {
+	logger := klog.FromContext(ctx)
+	leases := client.CoordinationV1().Leases(namespace)
+	seen := map[string]observed{}  // member identity → its Lease's last change
+	gone := map[string]time.Time{} // holder with no member Lease → first missed
+	waiting := false
+	for {
+		lctx, cancel := context.WithTimeout(ctx, retryPeriod)
+		list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: labels.Set{GroupLabel: group}.String()})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			// Transient or not, starting without knowing could give a slot
+			// two writers: try again.
+			logger.Info("Could not list the shard group's Leases before starting work; trying again", "err", err.Error())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retryPeriod):
+			}
+			continue
+		}
+		now := time.Now()
+		members := map[string]bool{}
+		for _, l := range list.Items {
+			id := ptr.Deref(l.Spec.HolderIdentity, "")
+			if l.Labels[RoleLabel] != "member" || id == "" {
+				continue
+			}
+			members[id] = true
+			if o, ok := seen[id]; !ok || o.resourceVersion != l.ResourceVersion {
+				seen[id] = observed{resourceVersion: l.ResourceVersion, at: now}
+			}
+		}
+		var held []string
+		for _, l := range list.Items {
+			h := ptr.Deref(l.Spec.HolderIdentity, "")
+			if l.Labels[RoleLabel] != "slot" || h == "" {
+				continue
+			}
+			live := members[h] && now.Sub(seen[h].at) < leaseDuration
+			if !members[h] {
+				if _, ok := gone[h]; !ok {
+					gone[h] = now
+				}
+				live = now.Sub(gone[h]) < leaseDuration
+			}
+			if live {
+				held = append(held, l.Name)
+			}
+		}
+		if len(held) == 0 {
+			if waiting {
+				logger.Info("Sharded replicas have handed every slot over; starting work")
+			}
+			return
+		}
+		if !waiting {
+			logger.Info("Sharded replicas hold slots (a rollout from the sharded mode); waiting for them to hand over before starting work",
+				"slotsHeld", len(held), "group", group)
+			waiting = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryPeriod):
+		}
+	}
+}
