@@ -164,9 +164,11 @@ func Run(ctx context.Context, client kubernetes.Interface, c Config, health *lea
 			Client:     client.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
 		},
-		onTaken:  func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
-		onLapsed: func() { lose("the last renewal is older than the renew deadline (the process was paused?)") },
-		fence:    c.Fence,
+		onTaken: func(holder string) { lose(fmt.Sprintf("the Lease is held by %q", holder)) },
+		onLapsed: func() {
+			lose("could not renew the Lease within the renew deadline (a renewal came too late: paused, or a slow API server)")
+		},
+		fence: c.Fence,
 	}
 
 	// The elector runs under its own context, cancelled only once work
