@@ -30,6 +30,7 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 	seen := map[string]observed{}  // member identity → its Lease's last change
 	gone := map[string]time.Time{} // holder with no member Lease → first missed
 	waiting := false
+	var clearSince time.Time // when the Leases first showed no slot held
 	for {
 		lctx, cancel := context.WithTimeout(ctx, retryPeriod)
 		list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: labels.Set{GroupLabel: group}.String()})
@@ -50,6 +51,7 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 		}
 		now := time.Now()
 		members := map[string]bool{}
+		liveMembers := 0
 		for _, l := range list.Items {
 			id := ptr.Deref(l.Spec.HolderIdentity, "")
 			if l.Labels[RoleLabel] != "member" || id == "" {
@@ -58,6 +60,9 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 			members[id] = true
 			if o, ok := seen[id]; !ok || o.resourceVersion != l.ResourceVersion {
 				seen[id] = observed{resourceVersion: l.ResourceVersion, at: now}
+			}
+			if now.Sub(seen[id].at) < leaseDuration {
+				liveMembers++
 			}
 		}
 		var held []string
@@ -77,13 +82,23 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 				held = append(held, l.Name)
 			}
 		}
-		if len(held) == 0 {
+		switch {
+		case len(held) == 0 && clearSince.IsZero():
+			clearSince = now
+		case len(held) > 0:
+			clearSince = time.Time{}
+		}
+		// A member that read no leader Lease just before ours was written
+		// may still be taking slots: for up to half a retry period after
+		// its read, each take bounded by a retry period. So with live
+		// members about, "none held" must hold for two retry periods.
+		if len(held) == 0 && (liveMembers == 0 || now.Sub(clearSince) >= 2*retryPeriod) {
 			if waiting {
 				logger.Info("Sharded replicas have handed every slot over; starting work")
 			}
 			return
 		}
-		if !waiting {
+		if len(held) > 0 && !waiting {
 			logger.Info("Sharded replicas hold slots (a rollout from the sharded mode); waiting for them to hand over before starting work",
 				"slotsHeld", len(held), "group", group)
 			waiting = true
