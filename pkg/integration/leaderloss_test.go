@@ -312,6 +312,11 @@ func TestLeaderLosesTheAPIServer(t *testing.T) {
 	b := s.startController(append(s.leaseArgs(), "-kubeconfig="+proxy.kubeconfigVia(t, s.cl.ctrlKC))...)
 	idB := s.identityOf(b)
 	s.waitLeading(idB, lossLeaseDuration+30*time.Second) // a's Lease must expire first
+	// Leading, it first checks that no sharded replica holds a slot
+	// (shard.WaitForSlotsReleased): cut it off once its workers run.
+	s.eventually(30*time.Second, "b's workers to start", func() (bool, string) {
+		return len(b.logLines("Started workers")) > 0, ""
+	})
 	proxy.setCut(true)
 	s.requireLostAndExited(b, idB, "could not renew", lossRenewDeadline+lossRetryPeriod+10*time.Second)
 
