@@ -22,10 +22,40 @@ type tcpProxy struct {
 	target string
 	delay  time.Duration // added to every chunk, in both directions
 
+	hold holdGate // forwarding waits while held
+
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut
 	conns map[net.Conn]struct{}
-	held  chan struct{} // non-nil while held; closed when released
+}
+
+// holdGate holds whoever waits on it while it is held: the proxy's
+// forwarding, or a watch's response body (a stalled watch).
+type holdGate struct {
+	mu   sync.Mutex
+	held chan struct{} // non-nil while held; closed when released
+}
+
+func (g *holdGate) set(held bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case held && g.held == nil:
+		g.held = make(chan struct{})
+	case !held && g.held != nil:
+		close(g.held)
+		g.held = nil
+	}
+}
+
+// wait returns once the gate is not held.
+func (g *holdGate) wait() {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		<-held
+	}
 }
 
 func newProxy(t *testing.T, target string, delay time.Duration) *tcpProxy {
@@ -79,7 +109,7 @@ func (p *tcpProxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.waitReleased()
+			p.hold.wait()
 			time.Sleep(p.delay)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -115,26 +145,7 @@ func (p *tcpProxy) setCut(cut bool) {
 // direction: an API server that stopped answering, or a network that
 // drops everything without resetting connections. Held bytes are
 // forwarded when released, late; a cut while held drops them.
-func (p *tcpProxy) setHeld(held bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case held && p.held == nil:
-		p.held = make(chan struct{})
-	case !held && p.held != nil:
-		close(p.held)
-		p.held = nil
-	}
-}
-
-func (p *tcpProxy) waitReleased() {
-	p.mu.Lock()
-	held := p.held
-	p.mu.Unlock()
-	if held != nil {
-		<-held
-	}
-}
+func (p *tcpProxy) setHeld(held bool) { p.hold.set(held) }
 
 // proxyToAPIServer puts a proxy in front of the cluster's API server.
 func proxyToAPIServer(t *testing.T, cl *cluster, delay time.Duration) *tcpProxy {

@@ -92,42 +92,11 @@ func TestShardMemberSkipsLongDeadMembers(t *testing.T) {
 	}
 }
 
-// stallGate holds the bodies of watch responses while closed: a watch
+// stalledBody holds a watch's response body while g is held: a watch
 // whose connection stays up but which delivers nothing.
-type stallGate struct {
-	mu   sync.Mutex
-	held chan struct{} // non-nil while stalled; closed on release
-}
-
-func (g *stallGate) stall() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held == nil {
-		g.held = make(chan struct{})
-	}
-}
-
-func (g *stallGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held != nil {
-		close(g.held)
-		g.held = nil
-	}
-}
-
-func (g *stallGate) wait() {
-	g.mu.Lock()
-	held := g.held
-	g.mu.Unlock()
-	if held != nil {
-		<-held
-	}
-}
-
 type stalledBody struct {
 	io.ReadCloser
-	g *stallGate
+	g *holdGate
 }
 
 func (b stalledBody) Read(p []byte) (int, error) {
@@ -136,7 +105,7 @@ func (b stalledBody) Read(p []byte) (int, error) {
 }
 
 type stallLeaseWatches struct {
-	g    *stallGate
+	g    *holdGate
 	next http.RoundTripper
 }
 
@@ -160,8 +129,8 @@ func TestShardMemberFencesAStalledWatch(t *testing.T) {
 	s := newScenario(t)
 	base := shard.Config{Group: "stall", Namespace: s.ns, Slots: 4,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
-	gate := &stallGate{}
-	t.Cleanup(gate.release) // before the member stops: its watch must return
+	gate := &holdGate{}
+	t.Cleanup(func() { gate.set(false) }) // before the member stops: its watch must return
 	stallable := rest.CopyConfig(s.cl.admin)
 	stallable.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return stallLeaseWatches{g: gate, next: rt} }
 	// Each member's Works are logged apart: a's Work on the slot taken
@@ -181,7 +150,7 @@ func TestShardMemberFencesAStalledWatch(t *testing.T) {
 	}
 
 	stalled := time.Now()
-	gate.stall()
+	gate.set(true)
 	var fenced time.Duration
 	s.eventually(base.RenewDeadline+4*base.RetryPeriod, "a to refuse writes to its slots", func() (bool, string) {
 		err := a.Check(namespaceIn(4, 0))
@@ -224,7 +193,7 @@ func TestShardMemberFencesAStalledWatch(t *testing.T) {
 	}
 
 	released := time.Now()
-	gate.release()
+	gate.set(false)
 	s.eventually(10*time.Second, "a to stop slot 0 and write to its other slots again", func() (bool, string) {
 		other := slices.DeleteFunc(a.Held(), func(slot int) bool { return slot == 0 })
 		ok := !slices.Contains(a.Held(), 0) && len(other) > 0 && a.Check(namespaceIn(4, other[0])) == nil
