@@ -684,10 +684,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			// deleting one that came back to life.
 			// Bounded, as every request of this loop: a request that hangs
 			// here would stop the renewals (a wedged member).
-			dctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
-			err := leases.Delete(dctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
-			cancel()
-			if err == nil {
+			if deleteAsSeen(ctx, leases, l, c.RetryPeriod) == nil {
 				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
 			}
 		}
@@ -708,11 +705,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			}
 		}
 		for _, l := range v.orphans {
-			// The precondition: unless a member of its count took it since.
-			dctx, cancel := context.WithTimeout(ctx, c.RetryPeriod)
-			err := leases.Delete(dctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
-			cancel()
-			if err == nil {
+			// At the version seen: unless a member of its count took it since.
+			if deleteAsSeen(ctx, leases, l, c.RetryPeriod) == nil {
 				logger.Info("Deleted the Lease of a slot of another slot count, which no live member of that count holds", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
 			}
 		}
@@ -811,8 +805,7 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 	if now.Sub(seen.at) < c.LeaseDuration {
 		return true, holder, nil
 	}
-	err = leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
-	if err == nil {
+	if deleteAsSeen(ctx, leases, l, c.RetryPeriod/2) == nil { // within the read's bound
 		klog.FromContext(ctx).Info("Deleted the Lease of the single-leader mode, unchanged for a lease duration", "lease", klog.KObj(l), "holder", holder)
 	}
 	return false, holder, nil
@@ -998,12 +991,18 @@ func (m *Member) release(ctx context.Context, leases leaseClient, l *coordinatio
 func (m *Member) leave(ctx context.Context, leases leaseClient, self *coordinationv1.Lease) {
 	m.joined.Store(false)
 	m.fence.Close()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
-	defer cancel()
-	err := leases.Delete(ctx, self.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &self.ResourceVersion}})
+	err := deleteAsSeen(ctx, leases, self, m.cfg.RenewDeadline)
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Could not delete the member Lease; the others stop counting this member when it expires", "lease", klog.KObj(self))
 	}
+}
+
+// deleteAsSeen deletes the Lease l at the version seen, so that one that
+// changed since (renewed, taken, released) is kept, within timeout.
+func deleteAsSeen(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &l.ResourceVersion}})
 }
 
 // lose shuts every write for good.
