@@ -88,6 +88,24 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
+	// ShardFoos is how many Foos the slots this replica holds contain: the
+	// weight the slot boundaries balance (docs/sharding.md).
+	ShardFoos = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "shard_foos",
+		Help:           "In sharded mode, the Foos in the slots this replica holds (its caches' count): the load the slot boundaries balance.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
+	// ShardLayoutChanges counts the slot boundaries this replica wrote
+	// (a re-balance); every member hands its slots over after one.
+	ShardLayoutChanges = k8smetrics.NewCounter(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "shard_layout_changes_total",
+		Help:           "In sharded mode, how many times this replica wrote new slot boundaries (a re-balance: every slot is handed over once).",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
 	// ShardServerFiltering is 1 when the API server filters lists and
 	// watches by shard, 0 when it sends everything (sharded mode only).
 	ShardServerFiltering = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
@@ -112,7 +130,7 @@ var registerOnce sync.Once
 // the main module's version, revision the commit ("" when not stamped).
 func Register(version, revision string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardServerFiltering, BuildInfo)
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering, BuildInfo)
 	})
 	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }
