@@ -43,7 +43,8 @@ func (l *slotLog) cause(member string, slot int) error {
 }
 
 func (l *slotLog) work(id string) shard.Work {
-	return func(ctx context.Context, slot int) error {
+	return func(ctx context.Context, s shard.Slot) error {
+		slot := s.Index
 		l.mu.Lock()
 		if other, ok := l.open[slot]; ok {
 			l.problems = append(l.problems, fmt.Sprintf("%s started on slot %d while %s still worked on it", id, slot, other))

@@ -449,7 +449,7 @@ func TestLeaderWaitsForShardedReplicas(t *testing.T) {
 		mc := c
 		mc.Identity = id
 		work := log.work(id)
-		members = append(members, runMember(t, s, s.cl.admin, mc, func(ctx context.Context, slot int) error {
+		members = append(members, runMember(t, s, s.cl.admin, mc, func(ctx context.Context, slot shard.Slot) error {
 			err := work(ctx, slot)
 			mu.Lock()
 			lastEnd = time.Now()

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/sharding"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"example.com/foo-controller/pkg/leader"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 // Labels on the Leases of a group: which group, and whether a Lease is a
@@ -36,6 +38,11 @@ const (
 	// SlotsLabel is the member's slot count (-shard-slots), on its own
 	// Lease and on the slots' Leases it takes.
 	SlotsLabel = "shard.samplecontroller.example.com/slots"
+	// CutsAnnotation holds a layout Lease's slot boundaries
+	// (Layout.FormatCuts); LoadAnnotation a member Lease's load, the Foos
+	// of the slots it runs (formatLoad).
+	CutsAnnotation = "shard.samplecontroller.example.com/cuts"
+	LoadAnnotation = "shard.samplecontroller.example.com/load"
 )
 
 // Config configures a Member. The timings follow the leader election's
@@ -52,6 +59,12 @@ type Config struct {
 	Identity  string
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// Rebalance is when the slot boundaries are re-cut for the load
+	// (Policy.Skew 0: never; they stay equal ranges), and RebalanceEvery
+	// the least time between two re-cuts: each hands every slot over.
+	Rebalance      Policy
+	RebalanceEvery time.Duration
 }
 
 // Validate checks the configuration, the timing rule included.
@@ -61,6 +74,9 @@ func (c Config) Validate() error {
 	}
 	if c.Group == "" || c.Namespace == "" || c.Identity == "" {
 		return errors.New("shard: group, namespace and identity must be set")
+	}
+	if c.Rebalance.Skew < 0 || (c.Rebalance.Skew > 0 && c.Rebalance.Skew < Gain) || c.RebalanceEvery < 0 {
+		return fmt.Errorf("shard: a re-balance skew must be 0 (never) or at least %v, and its interval not negative", Gain)
 	}
 	return leader.Config{LeaseName: c.Group, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.Validate()
 }
@@ -77,7 +93,21 @@ func (c Config) Validate() error {
 //
 // An error returned while the context is still live ends the member: Run
 // returns it.
-type Work func(ctx context.Context, slot int) error
+type Work func(ctx context.Context, slot Slot) error
+
+// Slot is one slot a member runs: its index in its layout, and its Load,
+// which the slot's informer keeps and the member publishes.
+type Slot struct {
+	Index  int
+	Layout Layout
+	Load   *Load
+}
+
+// Selector is the slot's shard selector.
+func (s Slot) Selector() (sharding.Selector, error) { return s.Layout.Selector([]int{s.Index}) }
+
+// Keep reports whether an object of namespace ns is the slot's.
+func (s Slot) Keep(ns string) bool { return s.Layout.Contains(s.Index, ns) }
 
 // ErrLost is why a member stopped while it still wanted to work: its
 // member Lease was not renewed within RenewDeadline, was deleted, or names
@@ -112,8 +142,13 @@ type Member struct {
 	client kubernetes.Interface
 	fence  *leader.Fence // the member's own renewals; shut for good when lost
 
-	mu      sync.Mutex
-	writing map[int]bool // slots whose namespaces may be written to
+	mu sync.Mutex
+	// writing holds the slots whose namespaces may be written to, by
+	// their Lease's name: in a change of layout, a slot of the old one
+	// finishing its syncs sits beside none of the new (see observe).
+	writing map[string]Slot
+	// layout is the group's slot boundaries as last read.
+	layout atomic.Pointer[Layout]
 
 	joined atomic.Bool // in the group: joined, and neither left nor lost
 	// viewAt (Unix nanoseconds) is how recent the member's cache of the
@@ -128,12 +163,15 @@ func NewMember(client kubernetes.Interface, c Config) (*Member, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Member{
+	m := &Member{
 		cfg:     c,
 		client:  client,
 		fence:   newFence(c.RenewDeadline),
-		writing: map[int]bool{},
-	}, nil
+		writing: map[string]Slot{},
+	}
+	eq := EqualLayout(c.Slots)
+	m.layout.Store(&eq)
+	return m, nil
 }
 
 // newFence is a member's fence: its refusals speak of the member Lease.
@@ -159,11 +197,19 @@ func (m *Member) Held() []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var s []int
-	for slot := range m.writing {
-		s = append(s, slot)
+	for _, slot := range m.writing {
+		s = append(s, slot.Index)
 	}
 	slices.Sort(s)
 	return s
+}
+
+// Layout is the group's slot boundaries as the member last read them.
+func (m *Member) Layout() Layout {
+	if l := m.layout.Load(); l != nil {
+		return *l
+	}
+	return EqualLayout(m.cfg.Slots)
 }
 
 // Check returns why a write to namespace may not be sent now, or nil: the
@@ -183,12 +229,17 @@ func (m *Member) Check(namespace string) error {
 	if namespace == "" {
 		return nil
 	}
-	slot := m.cfg.Slots.Of(namespace)
 	m.mu.Lock()
-	held := m.writing[slot]
+	held := false
+	for _, s := range m.writing {
+		if s.Keep(namespace) {
+			held = true
+			break
+		}
+	}
 	m.mu.Unlock()
 	if !held {
-		return fmt.Errorf("write refused: namespace %q is in slot %d, which this replica does not hold", namespace, slot)
+		return fmt.Errorf("write refused: namespace %q is in slot %d, which this replica does not hold", namespace, m.Layout().Of(namespace))
 	}
 	if age := time.Since(time.Unix(0, m.viewAt.Load())); age > m.cfg.RenewDeadline {
 		return fmt.Errorf("write refused: this replica's view of its group's Leases is %v old, more than the renew deadline (%v): its watch of them has stalled", age.Round(time.Second), m.cfg.RenewDeadline)
@@ -242,14 +293,22 @@ func (c Config) memberLease() string {
 	return c.Group + "-member-" + strings.ToLower(strings.ReplaceAll(c.Identity, "_", "-"))
 }
 
-// A slot's Lease names the slot count too: slot 3 of 16 and slot 3 of 32
-// are different hash ranges.
-func (c Config) slotLease(slot int) string {
-	return fmt.Sprintf("%s-slot-%d-of-%d", c.Group, slot, int(c.Slots))
+// A slot's Lease names its layout too: slot 3 of 16 equal ranges, of 32,
+// and of 16 balanced ones are different hash ranges ("-of-16",
+// "-of-32", "-of-16.1f…").
+func (c Config) slotLease(layout Layout, slot int) string {
+	return fmt.Sprintf("%s-slot-%d-of-%s", c.Group, slot, layout.ID())
 }
 
-func (c Config) labels(role string) map[string]string {
-	return map[string]string{GroupLabel: c.Group, RoleLabel: role, SlotsLabel: strconv.Itoa(int(c.Slots))}
+// layoutLease names the Lease that stores a slot count's boundaries.
+func (c Config) layoutLease() string {
+	return fmt.Sprintf("%s-layout-of-%d", c.Group, int(c.Slots))
+}
+
+// labels of a member's or slot's Lease: SlotsLabel is the layout's ID
+// (the slot count, for equal ranges, as before layouts existed).
+func (c Config) labels(role, layout string) map[string]string {
+	return map[string]string{GroupLabel: c.Group, RoleLabel: role, SlotsLabel: layout}
 }
 
 // observed is what a member knows of another member's Lease: when, by its
@@ -293,6 +352,17 @@ type view struct {
 	wait      string
 	waitSlots string // its slot count
 	yield     bool
+	// draining is set while a slot Lease of another layout of our slot
+	// count names a live member of ours (self included): a re-cut whose
+	// old slots are still being handed over. Their ranges overlap the
+	// new ones, so nobody takes a new slot until all are released.
+	draining bool
+	// ownOld are the slot Leases of another layout that name us: each
+	// released once we no longer run it (see Run).
+	ownOld []*coordinationv1.Lease
+	// loads are the live members' published loads for our layout (see
+	// formatLoad): slot → points, for the slots each runs.
+	loads map[string]map[int][]Point
 }
 
 // observe computes the view from the group's Leases (a snapshot of the
@@ -320,7 +390,7 @@ type view struct {
 // Once no live member of a slot count is left, the slot Leases of that
 // count that nobody live holds are orphans, to be deleted.
 func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now time.Time, fresh bool) view {
-	return observeAsOf(c, leases, seen, now, now, fresh)
+	return observeAsOf(c, EqualLayout(c.Slots).ID(), leases, seen, now, now, fresh)
 }
 
 // observeAsOf is observe for a cache known to show every change made
@@ -329,9 +399,15 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 // so unseen, renewed within RenewDeadline of a renewal before it, which
 // the cache shows: counted to asOf, an age of LeaseDuration or more means
 // it has stopped writing, whatever the timings.
-func observeAsOf(c Config, leases []*coordinationv1.Lease, seen map[string]observed, now, asOf time.Time, fresh bool) view {
-	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}}
-	ours := strconv.Itoa(int(c.Slots))
+//
+// ours is the ID of our layout (Layout.ID): members and slots of another
+// layout of our own slot count are a re-cut in progress, and are treated
+// as those of another slot count are, with one more rule: a slot Lease of
+// another layout that names a live member of ours (self included), which
+// has switched already but is still finishing that slot's syncs, holds
+// everyone back (draining).
+func observeAsOf(c Config, ours string, leases []*coordinationv1.Lease, seen map[string]observed, now, asOf time.Time, fresh bool) view {
+	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}, loads: map[string]map[int][]Point{}}
 	live := map[string]bool{c.Identity: true}
 	known := map[string]bool{}
 	liveOther := map[string]*coordinationv1.Lease{}
@@ -365,6 +441,9 @@ func observeAsOf(c Config, leases []*coordinationv1.Lease, seen map[string]obser
 			self = l
 		case a < c.LeaseDuration && l.Labels[SlotsLabel] == ours:
 			live[id] = true
+			if layout, slots, err := parseLoad(l.Annotations[LoadAnnotation]); err == nil && layout == ours {
+				v.loads[id] = slots
+			}
 		case a < c.LeaseDuration:
 			liveOther[id] = l
 			liveCounts[l.Labels[SlotsLabel]] = true
@@ -402,6 +481,15 @@ func observeAsOf(c Config, leases []*coordinationv1.Lease, seen map[string]obser
 				v.wait, v.waitSlots = h, other.Labels[SlotsLabel]
 				if self != nil && older(other, self) {
 					v.yield = true
+				}
+				continue
+			}
+			if h != "" && live[h] {
+				// A member of ours still finishing a slot of the old
+				// layout; ourselves, perhaps.
+				v.draining = true
+				if h == c.Identity {
+					v.ownOld = append(v.ownOld, l)
 				}
 				continue
 			}
@@ -461,6 +549,8 @@ func (v view) free(n Slots) []int {
 
 // slotState is a slot this member holds, while its Work runs.
 type slotState struct {
+	slot   Slot
+	lease  string // its Lease's name
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when Work returned and the slot was released
 	going  bool          // Work was asked to stop (Run's goroutine only)
@@ -512,6 +602,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		return ctx.Err()
 	}
 
+	// Join with the boundaries in place, so that the others count us at once.
+	if all, err := lister.List(labels.Everything()); err == nil {
+		cur, _, _ := layoutOf(c, all)
+		m.layout.Store(&cur)
+	}
 	joinSent := time.Now()
 	self, err := m.join(ctx, leases)
 	if err != nil {
@@ -524,8 +619,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 
 	var (
 		slots    = map[int]*slotState{}
-		finished = make(chan int, int(c.Slots))
-		workErrs = make(chan error, int(c.Slots))
+		finished = make(chan *slotState, 2*int(c.Slots))
+		workErrs = make(chan error, 2*int(c.Slots))
 		seen     = map[string]observed{}
 		// waitingFor is the member of another slot count we wait for, if
 		// any, logged once (see observe).
@@ -540,7 +635,14 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		leaderUnread     bool // the last read of the leader's Lease failed (logged once)
 		// left is when each slot's Work last returned (and its release
 		// was tried): a view older than that may not show the release.
-		left = map[int]time.Time{}
+		left       = map[int]time.Time{}
+		leftByName = map[string]time.Time{}
+		// layout is the group's slot boundaries, in place here since
+		// layoutSince; draining is logged once (see observe).
+		layout      = m.Layout()
+		layoutSince = time.Now()
+		draining    bool
+		badLayout   string // the resourceVersion of a layout Lease that did not parse (logged once)
 		// recent are the resourceVersions of our last two renewals (or
 		// the join), sent no earlier than recentSent.
 		recent     [2]string
@@ -576,18 +678,27 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			stopping = nil
 			stopAll(nil)
 			continue
-		case slot := <-finished:
-			delete(slots, slot)
-			left[slot] = time.Now()
+		case st := <-finished:
+			if slots[st.slot.Index] == st {
+				delete(slots, st.slot.Index)
+			}
+			left[st.slot.Index] = time.Now()
+			leftByName[st.lease] = time.Now()
 			continue
 		case err := <-workErrs:
 			return lost(err)
 		case <-tick.C:
 		}
 
-		// Renew first: nothing else counts if we cannot.
+		// Renew first: nothing else counts if we cannot. The renewal
+		// carries our layout and the load of the slots we run.
 		tickStart := time.Now()
-		renewed, err := m.renew(apiCtx, leases, self)
+		next := self.DeepCopy()
+		next.Labels[SlotsLabel] = layout.ID()
+		if load := m.publishLoad(slots, layout); load != "" {
+			metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, load)
+		}
+		renewed, err := m.renew(apiCtx, leases, next)
 		if err != nil {
 			var why string
 			switch {
@@ -654,14 +765,31 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			seeing()
 			continue
 		}
-		v := observeAsOf(c, all, seen, time.Now(), covered, fresh)
+		// The boundaries, from the same snapshot: a member that has
+		// switched to new ones is seen with them.
+		cur, layoutLease, err := layoutOf(c, all)
+		if err != nil && layoutLease.ResourceVersion != badLayout {
+			logger.Error(err, "The layout Lease does not hold valid slot boundaries; using equal ranges until it does (the member that re-balances writes new ones)", "lease", klog.KObj(layoutLease))
+			badLayout = layoutLease.ResourceVersion
+		}
+		if cur.ID() != layout.ID() {
+			logger.Info("The slot boundaries changed; handing every slot over, to take new ones once all are released", "from", layout.ID(), "to", cur.ID(), "handingOver", len(slots))
+			layout, layoutSince = cur, time.Now()
+			m.layout.Store(&cur)
+			for _, st := range slots {
+				if st.slot.Layout.ID() != layout.ID() && !st.going {
+					st.stop(nil)
+				}
+			}
+		}
+		v := observeAsOf(c, layout.ID(), all, seen, time.Now(), covered, fresh)
 		// A slot whose Lease names another member now (deleted by hand and
 		// taken, or taken while our view was wrong) is not ours: stop
 		// writing for it at once, and do not release it.
 		for slot, st := range slots {
 			l := v.slots[slot]
 			switch {
-			case st.going:
+			case st.going || st.slot.Layout.ID() != layout.ID():
 			case !fresh || !st.since.Before(covered):
 				// The cache may not show our taking it yet.
 			case l == nil || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity:
@@ -673,7 +801,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 					"slot", slot, "holder", holder)
 				st.taken.Store(true)
 				m.mu.Lock()
-				delete(m.writing, slot)
+				delete(m.writing, st.lease)
 				m.mu.Unlock()
 				st.stop(fmt.Errorf("slot %d: its Lease names %q: %w", slot, holder, ErrSlotTaken))
 			}
@@ -702,6 +830,21 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			}
 			if m.release(ctx, leases, l, slot, c.RetryPeriod) {
 				logger.Info("Released a slot whose Lease named this member, which did not run it (a take whose answer was lost, a release that failed, or a hand edit)", "slot", slot)
+			}
+		}
+		for _, l := range v.ownOld {
+			// A slot of the old boundaries whose Lease names us though we
+			// no longer run it (its release failed): the others wait for
+			// it (draining), so release it as above.
+			if !fresh || m.runs(slots, l.Name) {
+				continue
+			}
+			if t, ok := leftByName[l.Name]; ok && !t.Before(covered) {
+				continue
+			}
+			slot, _ := strconv.Atoi(l.Labels[SlotLabel])
+			if m.release(ctx, leases, l, slot, c.RetryPeriod) {
+				logger.Info("Released a slot of the previous boundaries whose Lease named this member, which did not run it", "lease", klog.KObj(l))
 			}
 		}
 		for _, l := range v.orphans {
@@ -753,6 +896,19 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			continue
 		}
 		waitingFor = ""
+		if v.draining {
+			if !draining {
+				logger.Info("Slots of the previous boundaries are still being handed over; taking none until all are released", "layout", layout.ID())
+			}
+			draining = true
+			continue
+		}
+		draining = false
+		if fresh && len(v.members) > 0 && v.members[0] == c.Identity &&
+			((layoutLease == nil && layout.IsEqual()) || time.Since(layoutSince) >= c.RebalanceEvery) {
+			// The member first in order re-cuts, if the load asks for it.
+			m.rebalance(ctx, leases, layout, layoutLease, v, slots)
+		}
 		release, acquire := Rebalance(keep, v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
 		for _, slot := range release {
 			logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
@@ -765,14 +921,153 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			if time.Since(tickStart) > c.RetryPeriod/2 {
 				break // the rest at the next tick, after the next renewal
 			}
-			l, ok := m.acquire(ctx, leases, v.slots[slot], slot)
+			l, ok := m.acquire(ctx, leases, v.slots[slot], layout, slot)
 			if !ok {
 				continue
 			}
 			logger.Info("Took a slot", "slot", slot, "members", len(v.members))
-			slots[slot] = m.start(ctx, leases, l, work, finished, workErrs)
+			slots[slot] = m.start(ctx, leases, l, layout, work, finished, workErrs)
 		}
 	}
+}
+
+// layoutOf finds the group's slot boundaries among its Leases (the layout
+// Lease of our slot count): equal ranges when there is none, or when it
+// does not parse (then with the error, and the Lease, to log), so that
+// every member, reading the same Lease, cuts the same way.
+func layoutOf(c Config, leases []*coordinationv1.Lease) (Layout, *coordinationv1.Lease, error) {
+	name := c.layoutLease()
+	for _, l := range leases {
+		if l.Name != name {
+			continue
+		}
+		layout, err := ParseLayout(c.Slots, l.Annotations[CutsAnnotation])
+		if err != nil {
+			return EqualLayout(c.Slots), l, err
+		}
+		return layout, l, nil
+	}
+	return EqualLayout(c.Slots), nil, nil
+}
+
+// loadBudget bounds the points a member publishes: about this many for
+// all its slots together, plus a namespace heavier than 1/loadBudget of
+// its load each (see Summarize).
+const loadBudget = 128
+
+// publishLoad is the load annotation for the slots of layout that we run
+// and whose caches have synced (formatLoad), or "" when there are none.
+func (m *Member) publishLoad(slots map[int]*slotState, layout Layout) string {
+	counts := map[int]map[string]int{}
+	total := 0
+	for _, st := range slots {
+		if st.going || st.slot.Layout.ID() != layout.ID() {
+			continue
+		}
+		if c, ready := st.slot.Load.snapshot(); ready {
+			counts[st.slot.Index] = c
+			for _, w := range c {
+				total += w
+			}
+		}
+	}
+	if len(counts) == 0 {
+		return ""
+	}
+	points := map[int][]Point{}
+	for slot, c := range counts {
+		// One limit for all our slots: loadBudget points over our load.
+		points[slot] = Summarize(c, max(1, loadBudget*slotTotal(c)/max(1, total)))
+	}
+	return formatLoad(layout.ID(), points)
+}
+
+func slotTotal(c map[string]int) int {
+	t := 0
+	for _, w := range c {
+		t += w
+	}
+	return t
+}
+
+// runs reports whether a slot with Lease name is one whose Work runs here.
+func (m *Member) runs(slots map[int]*slotState, name string) bool {
+	for _, st := range slots {
+		if st.lease == name {
+			return true
+		}
+	}
+	return false
+}
+
+// rebalance re-cuts the slot boundaries when the load asks for it
+// (Policy.Decide), from the loads the slots' holders published: only
+// once every slot is held by a live member that published its load, so
+// that no namespace is left out. The new boundaries are written to the
+// layout Lease at the version seen (created if absent): two members that
+// both think themselves first cannot both write. Every member, this one
+// included, then hands its slots over (see Run).
+func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layout, cur *coordinationv1.Lease, v view, slots map[int]*slotState) {
+	c := m.cfg
+	if c.Rebalance.Skew <= 0 {
+		return
+	}
+	own := map[int][]Point{}
+	if s := m.publishLoad(slots, layout); s != "" {
+		_, own, _ = parseLoad(s)
+	}
+	var points []Point
+	for i := range int(c.Slots) {
+		h, held := v.holders[i]
+		if !held {
+			return
+		}
+		load := v.loads[h]
+		if h == c.Identity {
+			load = own
+		}
+		pts, ok := load[i]
+		if !ok {
+			return // its cache is not synced yet, or not published
+		}
+		points = append(points, pts...)
+	}
+	next, before, after, ok := c.Rebalance.Decide(layout, points)
+	if !ok {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.layoutLease(), Namespace: c.Namespace,
+		Labels: c.labels("layout", strconv.Itoa(int(c.Slots)))}}
+	if cur != nil {
+		l = cur.DeepCopy()
+	}
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, CutsAnnotation, next.FormatCuts())
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.RenewTime = ptr.To(c.Identity), &now
+	ctx, cancel := context.WithTimeout(ctx, c.RetryPeriod/2)
+	defer cancel()
+	var err error
+	if cur == nil {
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		logger.Info("Could not write new slot boundaries; trying again later", "err", err.Error())
+		return
+	}
+	metrics.ShardLayoutChanges.Inc()
+	logger.Info("Re-balanced the slots: wrote new boundaries; every member hands its slots over and takes new ones",
+		"from", layout.ID(), "to", next.ID(), "skew", fmt.Sprintf("%.2f", before), "newSkew", fmt.Sprintf("%.2f", after), "foos", sum(points))
+}
+
+func sum(points []Point) int {
+	t := 0
+	for _, p := range points {
+		t += p.Weight
+	}
+	return t
 }
 
 // leaderLive reads the Lease of the single-leader mode (named as our
@@ -813,23 +1108,24 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 
 // start runs work for a slot just acquired: writes for it pass until work
 // returns, then its Lease is released.
-func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, work Work, finished chan<- int, errs chan<- error) *slotState {
+func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, layout Layout, work Work, finished chan<- *slotState, errs chan<- error) *slotState {
 	slot, _ := strconv.Atoi(l.Labels[SlotLabel])
 	workCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s := &slotState{cancel: cancel, done: make(chan struct{}), since: time.Now()}
+	s := &slotState{slot: Slot{Index: slot, Layout: layout, Load: &Load{}}, lease: l.Name,
+		cancel: cancel, done: make(chan struct{}), since: time.Now()}
 	m.mu.Lock()
-	m.writing[slot] = true
+	m.writing[l.Name] = s.slot
 	m.mu.Unlock()
 	go func() {
 		defer func() {
 			close(s.done)
-			finished <- slot
+			finished <- s
 		}()
-		err := work(klog.NewContext(workCtx, klog.FromContext(ctx).WithValues("slot", slot)), slot)
+		err := work(klog.NewContext(workCtx, klog.FromContext(ctx).WithValues("slot", slot)), s.slot)
 		// From here on, nothing more is written for this slot; only then
 		// may another member take it.
 		m.mu.Lock()
-		delete(m.writing, slot)
+		delete(m.writing, l.Name)
 		m.mu.Unlock()
 		if err != nil && workCtx.Err() == nil {
 			errs <- fmt.Errorf("slot %d: %w", slot, err)
@@ -857,7 +1153,7 @@ func (m *Member) join(ctx context.Context, leases leaseClient) (*coordinationv1.
 	now := metav1.NewMicroTime(time.Now())
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: c.memberLease(), Namespace: c.Namespace,
-			Labels: c.labels("member")},
+			Labels: c.labels("member", m.Layout().ID())},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(c.Identity),
 			LeaseDurationSeconds: ptr.To(int32(c.LeaseDuration.Seconds())),
@@ -914,14 +1210,14 @@ var errTaken = errors.New("taken over")
 // acquire writes us into a slot's Lease as the view saw it free (cur; nil
 // when there was none), preconditioned on that very version: if another
 // member took it since, or took it first, we do not.
-func (m *Member) acquire(ctx context.Context, leases leaseClient, cur *coordinationv1.Lease, slot int) (*coordinationv1.Lease, bool) {
+func (m *Member) acquire(ctx context.Context, leases leaseClient, cur *coordinationv1.Lease, layout Layout, slot int) (*coordinationv1.Lease, bool) {
 	c := m.cfg
 	now := metav1.NewMicroTime(time.Now())
 	var l *coordinationv1.Lease
 	if cur == nil {
-		labels := c.labels("slot")
+		labels := c.labels("slot", layout.ID())
 		labels[SlotLabel] = strconv.Itoa(slot)
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.slotLease(slot), Namespace: c.Namespace, Labels: labels}}
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.slotLease(layout, slot), Namespace: c.Namespace, Labels: labels}}
 	} else {
 		l = cur.DeepCopy()
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)

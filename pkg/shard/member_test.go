@@ -227,12 +227,12 @@ func TestObserveAsOf(t *testing.T) {
 		lease("g-slot-1", "slot", "1", "b", "3"),
 	}
 	seen := map[string]observed{}
-	observeAsOf(c, leases, seen, t0, t0, true)
+	observeAsOf(c, "4", leases, seen, t0, t0, true)
 	now := t0.Add(c.LeaseDuration + time.Second)
-	if v := observeAsOf(c, leases, seen, now, now.Add(-3*time.Second), true); !slices.Contains(v.members, "b") || v.holders[1] != "b" {
+	if v := observeAsOf(c, "4", leases, seen, now, now.Add(-3*time.Second), true); !slices.Contains(v.members, "b") || v.holders[1] != "b" {
 		t.Errorf("a cache 3 s behind, b unchanged for 11 s by the clock: members %v, slot 1 held by %q; want b live (9 s as of the cache)", v.members, v.holders[1])
 	}
-	if v := observeAsOf(c, leases, seen, now, now, true); slices.Contains(v.members, "b") || v.holders[1] != "" {
+	if v := observeAsOf(c, "4", leases, seen, now, now, true); slices.Contains(v.members, "b") || v.holders[1] != "" {
 		t.Errorf("a cache up to date, b unchanged for 11 s: members %v, slot 1 held by %q; want b expired", v.members, v.holders[1])
 	}
 }
@@ -289,7 +289,9 @@ func TestObserveStaleCacheAndMissingMembers(t *testing.T) {
 func TestMemberCheck(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 16, Identity: "self",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[int]bool{}}
+	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[string]Slot{}}
+	eq := EqualLayout(c.Slots)
+	m.layout.Store(&eq)
 	mine, other := "tenant-a", ""
 	for i := 0; other == ""; i++ {
 		if ns := "tenant-" + string(rune('b'+i)); c.Slots.Of(ns) != c.Slots.Of(mine) {
@@ -300,7 +302,7 @@ func TestMemberCheck(t *testing.T) {
 		t.Fatal("a member that never renewed may write")
 	}
 	m.fence.Renewed(time.Now())
-	m.writing[c.Slots.Of(mine)] = true
+	m.writing["mine"] = Slot{Index: c.Slots.Of(mine), Layout: eq}
 	m.viewAt.Store(time.Now().UnixNano())
 	sent := 0
 	rt := m.WrapTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
@@ -405,7 +407,7 @@ func (s *leaseStore) Delete(context.Context, string, metav1.DeleteOptions) error
 func TestRenewAfterALostResponse(t *testing.T) {
 	c := Config{Group: "g", Namespace: "ns", Slots: 4, Identity: "self",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[int]bool{}}
+	m := &Member{cfg: c, fence: newFence(c.RenewDeadline), writing: map[string]Slot{}}
 	store := &leaseStore{}
 	self, err := m.join(t.Context(), store)
 	if err != nil {
@@ -485,7 +487,7 @@ func TestHealthzFailsForAWedgedMember(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- m.Run(ctx, func(ctx context.Context, _ int) error { <-ctx.Done(); return nil })
+		done <- m.Run(ctx, func(ctx context.Context, _ Slot) error { <-ctx.Done(); return nil })
 	}()
 	defer func() {
 		close(stuck)
@@ -552,7 +554,7 @@ func runFakeMember(t *testing.T, client *fake.Clientset, c Config) (*Member, fun
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- m.Run(ctx, func(ctx context.Context, _ int) error { <-ctx.Done(); return nil })
+		done <- m.Run(ctx, func(ctx context.Context, _ Slot) error { <-ctx.Done(); return nil })
 	}()
 	return m, func() {
 		cancel()
@@ -716,5 +718,50 @@ func TestLeaderLive(t *testing.T) {
 	})
 	if _, _, err := m.leaderLive(t.Context(), leases, &seen); err == nil {
 		t.Errorf("a failed read: no error")
+	}
+}
+
+// TestObserveNewLayout: after a re-cut, a slot Lease of the old layout
+// that names a live member of ours (self included: switched already, still
+// finishing that slot's syncs) holds everyone back, ours listed to release
+// once not run; a member still labelled with the old layout is waited for
+// as one of another slot count; released, the old Leases are orphans.
+func TestObserveNewLayout(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	const next = "4.00000000000000ab"
+	relabel := func(l *coordinationv1.Lease, layout string) *coordinationv1.Lease {
+		l.Labels[SlotsLabel] = layout
+		return l
+	}
+	self := relabel(lease("g-member-self", "member", "", "self", "1"), next)
+	b := relabel(lease("g-member-b", "member", "", "b", "2"), next)
+	oldSelf := lease("g-slot-0-of-4", "slot", "0", "self", "3")
+	oldB := lease("g-slot-1-of-4", "slot", "1", "b", "4")
+	seen := map[string]observed{}
+	v := observeAsOf(c, next, []*coordinationv1.Lease{self, b, oldSelf, oldB}, seen, t0, t0, true)
+	if !v.draining || len(v.ownOld) != 1 || v.ownOld[0].Name != oldSelf.Name || len(v.orphans) != 0 {
+		t.Errorf("old slots held by us and b: draining %v, ownOld %v, orphans %d; want draining, ours listed, none orphaned", v.draining, v.ownOld, len(v.orphans))
+	}
+	// b has not switched yet: it is waited for as another layout.
+	bOld := lease("g-member-b", "member", "", "b", "5")
+	if v := observeAsOf(c, next, []*coordinationv1.Lease{self, bOld, oldB}, seen, t0, t0, true); v.wait != "b" || v.draining {
+		t.Errorf("b on the old layout holding its slot: wait %q, draining %v; want wait b", v.wait, v.draining)
+	}
+	// Both released: nothing holds anyone back, the old Leases go.
+	freeSelf := lease("g-slot-0-of-4", "slot", "0", "", "6")
+	freeB := lease("g-slot-1-of-4", "slot", "1", "", "7")
+	v = observeAsOf(c, next, []*coordinationv1.Lease{self, relabel(lease("g-member-b", "member", "", "b", "8"), next), freeSelf, freeB}, seen, t0, t0, true)
+	if v.draining || v.wait != "" || len(v.orphans) != 2 || len(v.free(c.Slots)) != 4 {
+		t.Errorf("old slots released: draining %v, wait %q, orphans %d, free %v; want all four new slots free, both old Leases orphaned", v.draining, v.wait, len(v.orphans), v.free(c.Slots))
+	}
+	// A member's load counts only for our layout.
+	bLoad := relabel(lease("g-member-b", "member", "", "b", "9"), next)
+	bLoad.Annotations = map[string]string{LoadAnnotation: next + " 1=ab:3"}
+	stale := relabel(lease("g-member-d", "member", "", "d", "1"), next)
+	stale.Annotations = map[string]string{LoadAnnotation: "4 2=ab:3"}
+	v = observeAsOf(c, next, []*coordinationv1.Lease{self, bLoad, stale}, seen, t0, t0, true)
+	if len(v.loads["b"][1]) != 1 || v.loads["d"] != nil {
+		t.Errorf("loads %v: want b's for slot 1, none of d's (another layout's)", v.loads)
 	}
 }

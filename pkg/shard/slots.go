@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/bits"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/sharding"
@@ -47,15 +46,6 @@ func (n Slots) Start(i int) uint64 {
 	return q
 }
 
-// bound formats slot i's lower bound as the API server expects it: 0x and
-// 16 lowercase hex digits, or 2^64 (17 digits) past the last slot.
-func (n Slots) bound(i int) string {
-	if i == int(n) {
-		return "0x10000000000000000"
-	}
-	return fmt.Sprintf("0x%016x", n.Start(i))
-}
-
 // Of returns the slot of a namespace.
 func (n Slots) Of(namespace string) int { return n.ofHash(hash(namespace)) }
 
@@ -69,27 +59,7 @@ func (n Slots) ofHash(h uint64) int {
 // then sends only their objects. No slots is an error: the empty selector
 // would mean everything to the API server.
 func (n Slots) Selector(slots []int) (sharding.Selector, error) {
-	if len(slots) == 0 {
-		return nil, fmt.Errorf("shard: a selector for no slots would select everything")
-	}
-	for _, i := range slots {
-		if i < 0 || i >= int(n) {
-			return nil, fmt.Errorf("shard: slot %d of %d", i, int(n))
-		}
-	}
-	s := slices.Clone(slots)
-	slices.Sort(s)
-	s = slices.Compact(s)
-	var reqs []sharding.ShardRangeRequirement
-	for i := 0; i < len(s); {
-		j := i
-		for j+1 < len(s) && s[j+1] == s[j]+1 {
-			j++
-		}
-		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: n.bound(s[i]), End: n.bound(s[j] + 1)})
-		i = j + 1
-	}
-	return sharding.NewSelector(reqs...), nil
+	return EqualLayout(n).Selector(slots)
 }
 
 // hash is the API server's (sharding.HashField): 64-bit FNV-1a over the

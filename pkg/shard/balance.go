@@ -1,0 +1,297 @@
+package shard
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Point is some load at a place in the hash space: the Foos of one
+// namespace, or of namespaces adjacent in hash order, Hash being the first
+// one's. A cut at Hash puts the whole point on its right.
+type Point struct {
+	Hash   uint64
+	Weight int
+}
+
+// Summarize turns a slot's Foo counts per namespace into at most about
+// 2×budget points, sorted by hash: namespaces adjacent in hash order are
+// merged while the merged weight stays under total/budget, and a heavier
+// namespace is a point of its own. Cuts can then fall only between
+// points, which costs at most total/budget of balance, while what a
+// member publishes stays bounded whatever the number of namespaces.
+func Summarize(counts map[string]int, budget int) []Point {
+	type ns struct {
+		h uint64
+		w int
+	}
+	all := make([]ns, 0, len(counts))
+	total := 0
+	for name, w := range counts {
+		if w > 0 {
+			all = append(all, ns{hash(name), w})
+			total += w
+		}
+	}
+	slices.SortFunc(all, func(a, b ns) int {
+		switch {
+		case a.h < b.h:
+			return -1
+		case a.h > b.h:
+			return 1
+		}
+		return 0
+	})
+	limit := max(1, total/max(1, budget))
+	var out []Point
+	for _, n := range all {
+		if k := len(out) - 1; k >= 0 && out[k].Weight+n.w <= limit {
+			out[k].Weight += n.w
+			continue
+		}
+		out = append(out, Point{Hash: n.h, Weight: n.w})
+	}
+	return out
+}
+
+// Weights is the load of each slot of l.
+func (l Layout) Weights(points []Point) []int {
+	w := make([]int, l.n)
+	for _, p := range points {
+		w[l.ofHash(p.Hash)] += p.Weight
+	}
+	return w
+}
+
+// Skew is the heaviest slot's load over the mean (1 when even; 0 when
+// there is no load).
+func Skew(weights []int) float64 {
+	total, heaviest := 0, 0
+	for _, w := range weights {
+		total += w
+		heaviest = max(heaviest, w)
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(heaviest) * float64(len(weights)) / float64(total)
+}
+
+// Propose cuts n slots so that each holds about 1/n of the points' load:
+// cut k falls at the point where the load to its left comes nearest to
+// k/n of the whole. A point is never split (a namespace is never split),
+// so one namespace heavier than 1/n of the load fills a slot alone and the
+// others share the rest. Points may be in any order. With fewer points
+// than slots, the extra slots are empty ranges beside the last cuts.
+func Propose(n Slots, points []Point) (Layout, error) {
+	pts := merge(points)
+	total := 0
+	for _, p := range pts {
+		total += p.Weight
+	}
+	if total == 0 || len(pts) < 2 {
+		return Layout{}, fmt.Errorf("shard: no load to balance (%d points)", len(pts))
+	}
+	// left[j]: the load of the points before j.
+	left := make([]int, len(pts)+1)
+	for j, p := range pts {
+		left[j+1] = left[j] + p.Weight
+	}
+	cuts := make([]uint64, 0, int(n)-1)
+	j := 1
+	for k := 1; k < int(n); k++ {
+		target := float64(k) * float64(total) / float64(n)
+		// Move right while the next point's start is nearer the target.
+		for j+1 < len(pts) && absDiff(float64(left[j+1]), target) <= absDiff(float64(left[j]), target) {
+			j++
+		}
+		cuts = append(cuts, pts[j].Hash)
+	}
+	// Equal cuts (a point worth several slots, or too few points) become
+	// empty slots: each cut at least one above the one before, and room
+	// left below 2^64 for the ones after.
+	for k := range cuts {
+		if k > 0 && cuts[k] <= cuts[k-1] {
+			cuts[k] = cuts[k-1] + 1
+		}
+	}
+	for k := len(cuts) - 1; k >= 0; k-- {
+		limit := ^uint64(0) - uint64(len(cuts)-1-k)
+		if k < len(cuts)-1 {
+			limit = min(limit, cuts[k+1]-1)
+		}
+		cuts[k] = max(min(cuts[k], limit), 1)
+	}
+	return NewLayout(n, cuts)
+}
+
+func absDiff(a, b float64) float64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// merge sorts points by hash and adds up those at one hash.
+func merge(points []Point) []Point {
+	pts := slices.Clone(points)
+	slices.SortFunc(pts, func(a, b Point) int {
+		switch {
+		case a.Hash < b.Hash:
+			return -1
+		case a.Hash > b.Hash:
+			return 1
+		}
+		return 0
+	})
+	out := pts[:0]
+	for _, p := range pts {
+		if k := len(out) - 1; k >= 0 && out[k].Hash == p.Hash {
+			out[k].Weight += p.Weight
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Policy is when a member re-balances (see Member.rebalance).
+type Policy struct {
+	// Skew is the heaviest slot's load over the mean past which the
+	// layout is re-cut; 0 never re-balances.
+	Skew float64
+	// MinLoad is the load (Foos) below which nothing is re-cut: a few
+	// Foos say little about where the many will be.
+	MinLoad int
+}
+
+// Gain is how much better a new layout must be (its skew times Gain below
+// the current one's) to be worth a hand-over of every slot: without it,
+// a load that no layout can balance (one namespace with most Foos) would
+// be re-cut again and again for a sliver.
+const Gain = 1.2
+
+// Decide returns the layout to move to from cur, given the load of every
+// slot of cur, or false to stay: only past the policy's skew, with enough
+// load, and when the proposal is better by Gain.
+func (p Policy) Decide(cur Layout, points []Point) (Layout, float64, float64, bool) {
+	if p.Skew <= 0 {
+		return Layout{}, 0, 0, false
+	}
+	total := 0
+	for _, pt := range points {
+		total += pt.Weight
+	}
+	now := Skew(cur.Weights(points))
+	if total < p.MinLoad || now <= p.Skew {
+		return Layout{}, now, 0, false
+	}
+	next, err := Propose(cur.N(), points)
+	if err != nil || next.ID() == cur.ID() {
+		return Layout{}, now, 0, false
+	}
+	then := Skew(next.Weights(points))
+	if then*Gain > now {
+		return Layout{}, now, then, false
+	}
+	return next, now, then, true
+}
+
+// Load counts the Foos of each namespace in one slot a member runs; the
+// slot's informer keeps it (Add), and the member publishes a summary of
+// it once it is Ready (its cache synced), for the member that re-cuts.
+type Load struct {
+	mu     sync.Mutex
+	counts map[string]int
+	ready  bool
+}
+
+// Add counts delta Foos in namespace ns.
+func (l *Load) Add(ns string, delta int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	if l.counts[ns] += delta; l.counts[ns] <= 0 {
+		delete(l.counts, ns)
+	}
+}
+
+// Ready marks the counts complete: the slot's cache has synced.
+func (l *Load) Ready() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ready = true
+}
+
+// Total is the Foos counted.
+func (l *Load) Total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := 0
+	for _, w := range l.counts {
+		t += w
+	}
+	return t
+}
+
+// snapshot returns the counts, and false until Ready.
+func (l *Load) snapshot() (map[string]int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.counts), l.ready
+}
+
+// A member's load annotation: its layout's ID, then each slot it runs as
+// "slot=hash:weight,hash:weight" (hashes in hex), space-separated. Only
+// slots whose cache has synced appear; a slot with no Foo appears empty
+// ("3=").
+func formatLoad(layout string, slots map[int][]Point) string {
+	var b strings.Builder
+	b.WriteString(layout)
+	for _, slot := range slices.Sorted(maps.Keys(slots)) {
+		fmt.Fprintf(&b, " %d=", slot)
+		for i, p := range slots[slot] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%x:%d", p.Hash, p.Weight)
+		}
+	}
+	return b.String()
+}
+
+// parseLoad reads formatLoad's annotation; a malformed one is an error
+// (and the member that wrote it is not counted as covering its slots).
+func parseLoad(s string) (layout string, slots map[int][]Point, err error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return "", nil, fmt.Errorf("shard: empty load")
+	}
+	slots = map[int][]Point{}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		slot, err := strconv.Atoi(k)
+		if !ok || err != nil || slot < 0 {
+			return "", nil, fmt.Errorf("shard: load %q: bad slot", f)
+		}
+		pts := []Point{}
+		if v != "" {
+			for _, e := range strings.Split(v, ",") {
+				hs, ws, ok := strings.Cut(e, ":")
+				h, err1 := strconv.ParseUint(hs, 16, 64)
+				w, err2 := strconv.Atoi(ws)
+				if !ok || err1 != nil || err2 != nil || w < 0 {
+					return "", nil, fmt.Errorf("shard: load %q: bad point %q", f, e)
+				}
+				pts = append(pts, Point{Hash: h, Weight: w})
+			}
+		}
+		slots[slot] = pts
+	}
+	return fields[0], slots, nil
+}
