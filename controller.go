@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -95,6 +96,10 @@ type Controller struct {
 	overridden sync.Map
 	recorder   events.EventRecorder
 	clock      clock.PassiveClock
+	// pool, when set, is shared with other controllers of this process:
+	// a sync runs only with one of its tokens (sharded replicas, where
+	// each slot is a controller; nil for one leader).
+	pool *semaphore.Weighted
 }
 
 // NewController wires the controller to the given informers. It registers
@@ -136,6 +141,7 @@ func NewController(
 		statusPacer:       pacer.New[cache.ObjectName](statusProgressInterval),
 		recorder:          recorder,
 		clock:             clock.RealClock{},
+		pool:              cc.pool,
 	}
 
 	logger.V(4).Info("Setting up event handlers")
@@ -150,12 +156,23 @@ type ControllerOption func(*controllerConfig)
 
 type controllerConfig struct {
 	queueName string
+	pool      *semaphore.Weighted
 }
 
 // WithQueueName names the workqueue, and so its metrics (default:
 // controllerName). Each slot of a sharded replica has its own queue.
 func WithQueueName(name string) ControllerOption {
 	return func(c *controllerConfig) { c.queueName = name }
+}
+
+// WithWorkerPool makes every sync hold one of pool's tokens (default: no
+// pool, the workers Run starts are the limit). A sharded replica runs a
+// controller per slot, each with -workers workers, over one pool of
+// -workers tokens: the replica never syncs more than -workers Foos at
+// once, and a slot with work gets every token the others leave. The
+// pool's waiters are served in order, so busy slots share it evenly.
+func WithWorkerPool(pool *semaphore.Weighted) ControllerOption {
+	return func(c *controllerConfig) { c.pool = pool }
 }
 
 // shutdownGracePeriod bounds how long in-flight syncs may run after
@@ -239,6 +256,12 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 		// Shutting down: leave the key; a new process's initial list will
 		// sync it again.
 		return false
+	}
+	if c.pool != nil {
+		if c.pool.Acquire(ctx, 1) != nil {
+			return false // shutting down while waiting, as above
+		}
+		defer c.pool.Release(1)
 	}
 	start := time.Now()
 	res, err := c.syncSafely(syncCtx, key)

@@ -66,6 +66,8 @@ type options struct {
 	leaderElectSet bool // -leader-elect given explicitly; otherwise on exactly when in-cluster
 	lease          leader.Config
 	shardSlots     int
+	shardRebalance shard.Policy
+	shardEvery     time.Duration
 
 	metricsAddr string
 	probeAddr   string
@@ -138,6 +140,10 @@ func parseFlags(args []string) (options, error) {
 		"How often candidates try to acquire, and the leader to renew, the Lease.")
 	fs.IntVar(&o.shardSlots, "shard-slots", 0,
 		"Share the work among replicas (opt-in, see docs/sharding.md): namespaces are hashed into this many slots (1 to 256; 16 is a good start), and each replica takes its share of them through Leases named after -leader-elect-lease-name, with the -leader-elect-* timings. Every replica must use the same value. 0 (the default): one leader does everything (-leader-elect).")
+	fs.Float64Var(&o.shardRebalance.Skew, "shard-rebalance-skew", 1.5,
+		"With -shard-slots: re-cut the slot boundaries between the namespaces that exist, weighted by their Foos, once the heaviest slot holds more than this many times the mean (and the new cut is 1.2 times better); every slot is handed over once. 0 keeps equal hash ranges, which crowd namespaces named in sequence into few slots (see docs/sharding.md).")
+	fs.DurationVar(&o.shardEvery, "shard-rebalance-interval", time.Minute,
+		"With -shard-slots: the least time between two re-cuts of the slot boundaries (the first, from equal ranges, waits only for the load to be known).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's profiles (/debug/pprof/) beside /metrics, to measure memory and CPU at scale.")
@@ -181,7 +187,14 @@ func parseFlags(args []string) (options, error) {
 		// namespace falls in one slot, and the others would hold nothing.
 		return o, fmt.Errorf("-shard-slots and -namespace exclude each other: sharding divides namespaces among replicas and never splits one, so namespace %q would all fall in slot %d of %d and the other slots would be empty; for one namespace, run one leader (-leader-elect)",
 			o.namespace, shard.Slots(o.shardSlots).Of(o.namespace), o.shardSlots)
+	case o.shardRebalance.Skew != 0 && o.shardRebalance.Skew < shard.Gain:
+		return o, fmt.Errorf("-shard-rebalance-skew must be 0 (equal ranges, never re-cut) or at least %v (a re-cut must gain that much); got %v", shard.Gain, o.shardRebalance.Skew)
+	case o.shardEvery < 0:
+		return o, fmt.Errorf("-shard-rebalance-interval must not be negative, got %v", o.shardEvery)
 	}
+	// Ten Foos a slot before the first re-cut: fewer say little about
+	// where the many will be.
+	o.shardRebalance.MinLoad = 10 * o.shardSlots
 	if err := o.lease.Validate(); err != nil {
 		return o, err
 	}
@@ -251,6 +264,7 @@ func run(ctx context.Context, o options) (err error) {
 		member, err = shard.NewMember(leaseClient, shard.Config{
 			Group: lc.LeaseName, Namespace: lc.LeaseNamespace, Slots: shard.Slots(o.shardSlots), Identity: identity,
 			LeaseDuration: lc.LeaseDuration, RenewDeadline: lc.RenewDeadline, RetryPeriod: lc.RetryPeriod,
+			Rebalance: o.shardRebalance, RebalanceEvery: o.shardEvery,
 		})
 		if err != nil {
 			return err

@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -36,7 +38,6 @@ import (
 func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient kubernetes.Interface,
 	fooClient clientset.Interface, recorder events.EventRecorder, ready *atomic.Pointer[func() error]) error {
 	logger := klog.FromContext(ctx)
-	slots := shard.Slots(o.shardSlots)
 
 	// Whether the API server filters decides what a slot costs: with the
 	// filter, a slot's watches carry only its objects; without it (the
@@ -55,9 +56,10 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 		logger.Info("The API server does not filter lists and watches by shard (kube-apiserver 1.36+ with --feature-gates=ShardedListAndWatch=true does): each slot's watches receive every object and drop the others' on our side, so memory still divides among replicas but the decoding does not")
 	}
 
-	// The workers are divided among the slots, so that one replica holding
-	// every slot runs -workers in all, as a single leader does.
-	workers := max(1, (o.workers+o.shardSlots-1)/o.shardSlots)
+	// One pool of -workers for every slot this replica holds: -workers
+	// means what it means for one leader, and a slot with work gets the
+	// workers the others leave (see WithWorkerPool).
+	pool := semaphore.NewWeighted(int64(o.workers))
 	var (
 		mu sync.Mutex
 		// controllers has an entry for every slot whose work runs, nil
@@ -75,8 +77,9 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 	}
 	ready.Store(&readiness)
 
-	work := func(ctx context.Context, slot int) error {
-		sel, err := slots.Selector([]int{slot})
+	work := func(ctx context.Context, s shard.Slot) error {
+		slot := s.Index
+		sel, err := s.Selector()
 		if err != nil {
 			return err
 		}
@@ -91,7 +94,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 			metrics.ShardSlots.Set(float64(len(controllers)))
 			mu.Unlock()
 		}()
-		keep := func(ns string) bool { return slots.Of(ns) == slot }
+		keep := s.Keep
 		deployments := newSlotInformer(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return kubeClient.AppsV1().Deployments(o.namespace).List(ctx, opts)
@@ -111,9 +114,16 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 		if err := countWatchErrors(deployments, foos); err != nil {
 			return err
 		}
+		// The slot's load (its Foos per namespace), which the member
+		// publishes for the re-cut of the slot boundaries.
+		counted, err := countFoos(foos, s.Load)
+		if err != nil {
+			return err
+		}
+		defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
 		c, err := NewController(ctx, kubeClient, fooClient,
 			deploymentInformer{deployments}, fooInformer{foos}, recorder,
-			WithQueueName(queueName))
+			WithQueueName(queueName), WithWorkerPool(pool))
 		if err != nil {
 			return err
 		}
@@ -129,13 +139,36 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 		var wg sync.WaitGroup
 		wg.Go(func() { deployments.RunWithContext(informersCtx) })
 		wg.Go(func() { foos.RunWithContext(informersCtx) })
+		wg.Go(func() {
+			if cache.WaitForCacheSync(informersCtx.Done(), counted.HasSynced) {
+				s.Load.Ready()
+			}
+		})
 		defer func() {
 			stopInformers()
 			waitAtMost(informerStopWait, wg.Wait)
 		}()
-		return c.Run(ctx, workers)
+		return c.Run(ctx, o.workers)
 	}
 	return member.Run(ctx, work)
+}
+
+// countFoos keeps load counting the Foos of each namespace in the slot's
+// informer, and foo_controller_shard_foos with it.
+func countFoos(foos cache.SharedIndexInformer, load *shard.Load) (cache.ResourceEventHandlerRegistration, error) {
+	add := func(obj any, delta int) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, err := meta.Accessor(obj); err == nil {
+			load.Add(m.GetNamespace(), delta)
+			metrics.ShardFoos.Add(float64(delta))
+		}
+	}
+	return foos.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { add(obj, 1) },
+		DeleteFunc: func(obj any) { add(obj, -1) },
+	})
 }
 
 // shardReady is the sharded replica's readiness (/readyz): it has joined
