@@ -122,7 +122,9 @@ func testShardedReplicas(t *testing.T, opts clusterOptions, filters string) {
 	spaces := spacesOverSlots(t, cl, slots)
 	s := spaces[0] // the Leases live in its namespace
 	const leaseDuration = 6 * time.Second
-	args := shardedArgs(cl, s.ns, slots, "-v=4")
+	// Equal ranges throughout: this test places namespaces by them
+	// (TestShardedRebalance re-cuts).
+	args := append(shardedArgs(cl, s.ns, slots, "-v=4"), "-shard-rebalance-skew=0")
 	identity := s.identityOf
 	holders := func() map[int]string { return slotHolders(s, slots) }
 	count := func(h map[int]string, id string) int {
@@ -260,6 +262,13 @@ type leaseWrite struct {
 // them, and every other successful write by a controller replica (its
 // identity from the user agent), by namespace.
 func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent) {
+	leases, writes, _ = slotAndLayoutWrites(t, cl, ns)
+	return leases, writes
+}
+
+// slotAndLayoutWrites is slotWrites, and also the cuts every layout Lease
+// write named (Layout.FormatCuts), by layout Lease name.
+func slotAndLayoutWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent, cuts []string) {
 	t.Helper()
 	b, err := os.ReadFile(cl.auditLog)
 	if err != nil {
@@ -270,6 +279,9 @@ func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writ
 		var e struct {
 			auditEvent
 			RequestObject *struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
 				Spec struct {
 					HolderIdentity *string `json:"holderIdentity"`
 				} `json:"spec"`
@@ -284,12 +296,15 @@ func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writ
 				leases = append(leases, leaseWrite{at: e.RequestReceivedTimestamp.Time, lease: e.ObjectRef.Name,
 					holder: ptr.Deref(e.RequestObject.Spec.HolderIdentity, "")})
 			}
+			if e.ObjectRef.Namespace == ns && strings.Contains(e.ObjectRef.Name, "-layout-") && e.RequestObject != nil {
+				cuts = append(cuts, e.RequestObject.Metadata.Annotations[shard.CutsAnnotation])
+			}
 			continue
 		}
 		writes[e.ObjectRef.Namespace] = append(writes[e.ObjectRef.Namespace], e.auditEvent)
 	}
 	slices.SortFunc(leases, func(a, b leaseWrite) int { return a.at.Compare(b.at) })
-	return leases, writes
+	return leases, writes, cuts
 }
 
 // heldAt says who held a slot's Lease at time at, by the last write before
@@ -386,7 +401,31 @@ func TestShardedReplicasChurn(t *testing.T) {
 // writes it checked, and how many replicas held a slot.
 func checkSlotWrites(t *testing.T, cl *cluster, leaseNS string, slots shard.Slots) (leases []leaseWrite, checked, replicas int) {
 	t.Helper()
-	leases, writes := slotWrites(t, cl, leaseNS)
+	leases, writes, cuts := slotAndLayoutWrites(t, cl, leaseNS)
+	// Each slot Lease's range, from its name ("…-slot-3-of-4" or
+	// "…-slot-3-of-4.1f…") and the layouts written: a re-cut moves a
+	// namespace from one slot Lease to another.
+	layouts := map[string]shard.Layout{strconv.Itoa(int(slots)): shard.EqualLayout(slots)}
+	for _, c := range cuts {
+		if l, err := shard.ParseLayout(slots, c); err == nil {
+			layouts[l.ID()] = l
+		}
+	}
+	slotOf := regexp.MustCompile(`-slot-(\d+)-of-(\S+)$`)
+	leasesOf := func(ns string) []string {
+		var names []string
+		for _, w := range leases {
+			m := slotOf.FindStringSubmatch(w.lease)
+			if m == nil || slices.Contains(names, w.lease) {
+				continue
+			}
+			i, _ := strconv.Atoi(m[1])
+			if l, ok := layouts[m[2]]; ok && l.Contains(i, ns) {
+				names = append(names, w.lease)
+			}
+		}
+		return names
+	}
 	identities := map[string]bool{}
 	for _, w := range leases {
 		if w.holder != "" {
@@ -402,10 +441,17 @@ func checkSlotWrites(t *testing.T, cl *cluster, leaseNS string, slots shard.Slot
 	slices.Sort(namespaces)
 	failed := 0
 	for _, ns := range namespaces {
-		lease := fmt.Sprintf("foo-controller-slot-%d-of-%d", slots.Of(ns), int(slots))
+		candidates := leasesOf(ns)
 		for _, w := range writes[ns] {
-			holder := heldAt(leases, lease, w.RequestReceivedTimestamp.Time)
-			if holder == "" || !strings.Contains(w.UserAgent, holder) {
+			// The writer must have held one of the slot Leases whose range
+			// holds ns (of any layout), by the API server's order.
+			lease, holder := strings.Join(candidates, " or "), ""
+			for _, l := range candidates {
+				if h := heldAt(leases, l, w.RequestReceivedTimestamp.Time); h != "" && strings.Contains(w.UserAgent, h) {
+					lease, holder = l, h
+				}
+			}
+			if holder == "" {
 				if failed++; failed <= 20 {
 					t.Errorf("%s %s %s/%s at %s by %q while %s was held by %q",
 						w.Verb, w.resource(), ns, w.ObjectRef.Name, w.RequestReceivedTimestamp.Format("15:04:05.000000"), w.UserAgent, lease, holder)

@@ -75,7 +75,8 @@ func TestShardedProbesAndMetrics(t *testing.T) {
 	const renewDeadline = 4 * time.Second // shardedArgs
 	start := func(n shard.Slots, extra ...string) sharded {
 		r := sharded{probes: freeAddr(t), metrics: freeAddr(t)}
-		args := append(shardedArgs(cl, s.ns, n, "-v=2"), "-metrics-bind-address="+r.metrics, "-health-probe-bind-address="+r.probes)
+		args := append(shardedArgs(cl, s.ns, n, "-v=2"), "-metrics-bind-address="+r.metrics, "-health-probe-bind-address="+r.probes,
+			"-shard-rebalance-skew=0") // equal ranges: the slots this test counts
 		r.process = s.launch(controllerBin, nil, append(args, extra...)...)
 		r.id = s.identityOf(r.process)
 		return r
