@@ -419,14 +419,23 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
 		{"-shard-slots=-1"}, {"-shard-slots=257"}, {"-shard-slots=16", "-leader-elect=true"},
 		{"-shard-slots=16", "-namespace=team-a"},
+		{"-shard-slots=16", "-shard-rebalance-skew=1.1"}, {"-shard-slots=16", "-shard-rebalance-skew=-1"},
+		{"-shard-slots=16", "-shard-rebalance-interval=-1s"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted it", args)
 		}
 	}
+	// Re-balancing: on by default, and the first re-cut waits for ten Foos
+	// a slot. (One successful parse per process: the logging flags apply
+	// once.)
+	o, err := parseFlags([]string{"-shard-slots=16"})
+	if err != nil || o.shardRebalance.Skew != 1.5 || o.shardRebalance.MinLoad != 160 || o.shardEvery != time.Minute {
+		t.Errorf("parseFlags(-shard-slots=16): %+v, every %v, %v; want skew 1.5, min load 160, every 1m", o.shardRebalance, o.shardEvery, err)
+	}
 	// Sharding one namespace would put it all in one slot: the refusal
 	// says so, and what to run instead.
-	_, err := parseFlags([]string{"-shard-slots=16", "-namespace=team-a"})
+	_, err = parseFlags([]string{"-shard-slots=16", "-namespace=team-a"})
 	if err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), `"team-a" would all fall in slot`) ||
 		!strings.Contains(err.Error(), "-leader-elect") {
 		t.Errorf("-shard-slots with -namespace refused with %v; want it to say why and what to run instead", err)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	"example.com/foo-controller/pkg/shard"
 )
 
 var stderr io.Writer = os.Stderr
@@ -59,8 +60,14 @@ type options struct {
 	// those of the runs before it.
 	stamp      string
 	plane      plane
-	namespaces int  // the Foos are spread over this many namespaces
-	floor      bool // run the floor phase
+	namespaces int // the Foos are spread over this many namespaces
+	// namespaceNames is how those namespaces are named (namespaceStyles),
+	// with more than one.
+	namespaceNames string
+	// bigNamespace is the fraction of the Foos in the first namespace
+	// (0: as many in each).
+	bigNamespace float64
+	floor        bool // run the floor phase
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
 	// Deployments, so no Foo becomes Ready: converged then means every
@@ -76,6 +83,9 @@ type options struct {
 	// instead of the phases of once.
 	shardReplicas []int
 	shardSlots    int
+	// ownControlPlane: KUBECONFIG is unset, and the control plane is the
+	// bench's (its state too: see resetLayout).
+	ownControlPlane bool
 }
 
 // results is what -json writes: a report per N and, with two N or more,
@@ -97,13 +107,25 @@ type header struct {
 	// DeploymentController is false when kube-controller-manager ran
 	// without its Deployment and ReplicaSet controllers (no Foo Ready).
 	DeploymentController bool `json:"deploymentController"`
+	// Namespaces the Foos were spread over; with more than one, how they
+	// were named (-namespace-names) and the fraction of the Foos in the
+	// first (-big-namespace): with sharded replicas, these decide how the
+	// slots divide the work.
+	Namespaces     int     `json:"namespaces"`
+	NamespaceNames string  `json:"namespaceNames,omitempty"`
+	BigNamespace   float64 `json:"bigNamespace,omitempty"`
 }
 
 func newHeader(o options, n int) header {
-	return header{
+	h := header{
 		Date: time.Now().UTC().Format(time.RFC3339), Command: strings.Join(os.Args, " "),
 		N: n, Replicas: o.replicas, Concurrency: o.concurrency, DeploymentController: o.deploymentController,
+		Namespaces: o.namespaces,
 	}
+	if o.namespaces > 1 {
+		h.NamespaceNames, h.BigNamespace = o.namespaceNames, o.bigNamespace
+	}
+	return h
 }
 
 type report struct {
@@ -169,7 +191,11 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
 	fs.IntVar(&o.namespaces, "namespaces", 1,
-		"Spread the Foos over this many namespaces (the floor runs in one: use with -floor=false). Past some 10,000 Deployments in one namespace, kube-controller-manager's Deployment controller, which lists a namespace's ReplicaSets on every sync, is what bounds the run.")
+		"Spread the Foos over this many namespaces (the floor runs in one: use with -floor=false). Past some 10,000 Deployments in one namespace, kube-controller-manager's Deployment controller, which lists a namespace's ReplicaSets on every sync, is what bounds the run. See -namespace-names and -big-namespace.")
+	fs.StringVar(&o.namespaceNames, "namespace-names", namesSequential,
+		"With -namespaces above 1, in every run (the scale-out run's too), how the namespaces are named. sequential: as people number them, bench-00, bench-01, ... (zero-padded to the width of -namespaces), which the API server's hash (FNV-1a) crowds into one or two equal slots; letters: team-a to team-z, then team-aa, ...; spread: names chosen so that every one of -shard-slots equal slots (16 without it) holds as many, the best case for equal slots and how runs before the balanced slots were measured. The names are the same in every row and repeat, so that each faces the same placement over the slots.")
+	fs.Float64Var(&o.bigNamespace, "big-namespace", 0,
+		"With -namespaces above 1: put this fraction (0 <= f < 1, and at least 1/-namespaces) of the N Foos in the first namespace, and the rest evenly in the others, to measure one namespace holding most Foos. A namespace is never split among replicas, so k replicas hold them with a skew (max/mean) of at least f×k. 0: the same number in every namespace.")
 	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")
@@ -191,7 +217,7 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 			o.controller.env = append(o.controller.env, v)
 			return nil
 		})
-	fs.Func("shard-replicas", "Run the scale-out phase instead of the usual ones (no idle window, edit, restart or floor): for each N, the single leader (k=0), then k sharded replicas (-shard-slots) for each k of this comma-separated list (1,2,4), each converging N Foos spread over -namespaces namespaces; a row per k, with memory and CPU per replica. Needs -floor=false and -namespaces of at least -shard-slots (see docs/performance.md).",
+	fs.Func("shard-replicas", "Run the scale-out phase instead of the usual ones (no idle window, edit, restart or floor): for each N, the single leader (k=0), then k sharded replicas (-shard-slots) for each k of this comma-separated list (1,2,4), each converging N Foos spread over -namespaces namespaces; a row per k, with the Foos each replica holds, its memory and CPU, and the re-balances of the slots. Needs -floor=false and -namespaces of at least -shard-slots (see docs/sharding.md, \"Scale-out, measured\").",
 		func(v string) error {
 			for f := range strings.SplitSeq(v, ",") {
 				k, err := strconv.Atoi(strings.TrimSpace(f))
@@ -227,8 +253,9 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 		o.ns = []int{200}
 	}
 	if len(o.shardReplicas) > 0 && o.shardSlots == 0 {
-		o.shardSlots = 16
+		o.shardSlots = spreadOverSlots
 	}
+	o.ownControlPlane = ownControlPlane
 	return o, o.validate(ownControlPlane)
 }
 
@@ -268,7 +295,40 @@ func (o options) validate(ownControlPlane bool) error {
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
 	}
+	if err := o.validateNamespaces(); err != nil {
+		return err
+	}
 	return o.validateScaleOut()
+}
+
+// equalSlots are the equal slots -namespace-names=spread aims at: the
+// replicas' in the scale-out run, else the count the docs advise.
+func (o options) equalSlots() shard.Slots {
+	if o.shardSlots > 0 {
+		return shard.Slots(o.shardSlots)
+	}
+	return spreadOverSlots
+}
+
+// validateNamespaces refuses a naming the bench does not know, and what
+// -namespace-names and -big-namespace would not apply to: one namespace is
+// named for the run and holds every Foo whatever they say. A big namespace
+// below the even share 1/-namespaces would be the smallest one.
+func (o options) validateNamespaces() error {
+	if !slices.Contains(namespaceStyles, o.namespaceNames) {
+		return fmt.Errorf("-namespace-names must be one of %s, got %q", strings.Join(namespaceStyles, ", "), o.namespaceNames)
+	}
+	// Written so that NaN fails too.
+	if !(o.bigNamespace >= 0 && o.bigNamespace < 1) {
+		return fmt.Errorf("-big-namespace must be a fraction, 0 <= f < 1, got %v", o.bigNamespace)
+	}
+	if o.namespaces < 2 && (o.given["namespace-names"] || o.bigNamespace > 0) {
+		return errors.New("-namespace-names and -big-namespace are for -namespaces above 1: one namespace holds every Foo")
+	}
+	if even := 1 / float64(o.namespaces); o.bigNamespace > 0 && o.bigNamespace < even {
+		return fmt.Errorf("-big-namespace %v is below the even share 1/-namespaces (%.4g): the first namespace would hold fewer Foos than the others", o.bigNamespace, even)
+	}
+	return nil
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -462,28 +522,28 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	suffix := fmt.Sprintf("%d-%d", r+1, time.Now().Unix())
 	spaces := []string{"bench-" + suffix}
 	if o.namespaces > 1 {
-		spaces = nil
-		for i := range o.namespaces {
-			spaces = append(spaces, fmt.Sprintf("bench-%s-%d", suffix, i))
+		var err error
+		if spaces, err = namespaceNames(o.namespaceNames, o.namespaces, o.equalSlots()); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := checkClean(ctx, c); err != nil {
+	foos := placeFoos(spaces, n, o.bigNamespace)
+	if _, err := checkClean(ctx, c, spaces); err != nil {
 		return nil, nil, err
 	}
 	// Whatever ends this run early (a signal, a timeout, the controller
 	// dying), its Foos must not stay behind: the next run's controller
 	// would hold and sync them too, and its figures be for more than N.
 	cleaned := false
+	var made []string
 	defer func() {
-		if !cleaned {
+		if !cleaned && len(made) > 0 {
 			progress("deleting the run's namespaces")
-			_ = deleteNamespaces(context.WithoutCancel(ctx), c, spaces, o.timeout)
+			_ = deleteNamespaces(context.WithoutCancel(ctx), c, made, o.timeout)
 		}
 	}()
-	for _, ns := range spaces {
-		if err := newNamespace(ctx, c, ns); err != nil {
-			return nil, nil, err
-		}
+	if err := newNamespaces(ctx, c, spaces, &made); err != nil {
+		return nil, nil, err
 	}
 	progress("repeat %d: starting the controller", r+1)
 	ctrl, err := startController(bin, kubeconfig, logPath, o.controller)
@@ -502,7 +562,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if o.burstProfile > 0 && r == 0 {
 		burstPath = fmt.Sprintf("_output/cpu-%d-%s-burst.pb.gz", n, o.stamp)
 	}
-	all, ser, err := converge(ctx, c, ctrl, o.plane, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
+	all, ser, err := converge(ctx, c, ctrl, o.plane, foos, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -529,7 +589,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if path := profile(""); path != "" {
 		progress("heap profile after the idle window written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
 	}
-	ed, err := editOne(ctx, c, spaces[0])
+	ed, err := editOne(ctx, c, foos.of[0])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -710,8 +770,8 @@ func printTable(w io.Writer, rep report) {
 		{"rate-limiter wait per Foo (s)", "ratelimit_wait_s_per_foo", "", "", nil},
 		{"workqueue depth max (every 250ms)", "workqueue_depth_max", "", "", nil},
 	}
-	pf("\nfoo-controller bench: N=%d, %d replica(s) each, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
-		rep.N, rep.Replicas, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)
+	pf("\nfoo-controller bench: N=%d %s, %d replica(s) each, concurrency %d, idle window %s, %d run(s), medians; %s\n\n",
+		rep.N, describeNamespaces(rep.header), rep.Replicas, rep.Concurrency, rep.Idle, len(rep.Runs), rep.Date)
 	if !rep.DeploymentController {
 		pf("kube-controller-manager ran without its Deployment and ReplicaSet controllers: no Foo becomes Ready.\n\n")
 	}

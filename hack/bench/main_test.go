@@ -94,7 +94,29 @@ func TestParseFlags(t *testing.T) {
 			refused: "-shard-slots is for the scale-out run: give -shard-replicas too"},
 		{name: "shard replicas with the floor", args: []string{"-shard-replicas", "2"}, refused: "-shard-replicas runs no floor phase: give -floor=false"},
 		{name: "shard replicas over too few namespaces", args: []string{"-shard-replicas", "2", "-namespaces", "8", "-floor=false"},
-			refused: "-shard-replicas needs -namespaces of at least -shard-slots (16)"},
+			refused: "-shard-replicas needs -namespaces of at least -shard-slots (16): a namespace is never split"},
+		{name: "namespace names unknown", args: []string{"-namespaces", "8", "-floor=false", "-namespace-names", "random"},
+			refused: `-namespace-names must be one of sequential, letters, spread, got "random"`},
+		{name: "namespace names empty", args: []string{"-namespaces", "8", "-floor=false", "-namespace-names="},
+			refused: `-namespace-names must be one of sequential, letters, spread, got ""`},
+		{name: "namespace names in capitals", args: []string{"-namespaces", "8", "-floor=false", "-namespace-names=Sequential"},
+			refused: `-namespace-names must be one of sequential, letters, spread, got "Sequential"`},
+		{name: "namespace names for one namespace", args: []string{"-namespace-names=letters"},
+			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
+		{name: "big namespace for one namespace", args: []string{"-big-namespace=0.5", "-floor=false"},
+			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
+		{name: "big namespace negative", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=-0.1"},
+			refused: "-big-namespace must be a fraction, 0 <= f < 1, got -0.1"},
+		{name: "big namespace of every Foo", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=1"},
+			refused: "-big-namespace must be a fraction, 0 <= f < 1, got 1"},
+		{name: "big namespace a percentage", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=50"},
+			refused: "-big-namespace must be a fraction, 0 <= f < 1, got 50"},
+		{name: "big namespace not a number", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=NaN"},
+			refused: "-big-namespace must be a fraction, 0 <= f < 1, got NaN"},
+		{name: "big namespace not a number at all", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=half"},
+			refused: `invalid value "half" for flag -big-namespace`},
+		{name: "big namespace below the even share", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=0.1"},
+			refused: "-big-namespace 0.1 is below the even share 1/-namespaces (0.125)"},
 		{name: "shard slots out of range", args: []string{"-shard-replicas", "2", "-shard-slots", "257", "-namespaces", "300", "-floor=false"},
 			refused: "-shard-slots must be 1 to 256"},
 		{name: "more shard replicas than slots", args: []string{"-shard-replicas", "1,8", "-shard-slots", "4", "-namespaces", "8", "-floor=false"},
@@ -139,7 +161,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", check: func(o options) bool {
 			return slices.Equal(o.ns, []int{200}) && o.replicas == 1 && o.repeat == 1 && o.concurrency == 50 &&
 				o.namespaces == 1 && o.floor && o.deploymentController && o.idle == 10*time.Minute+10*time.Second &&
-				o.shardReplicas == nil && o.shardSlots == 0 &&
+				o.shardReplicas == nil && o.shardSlots == 0 && o.namespaceNames == namesSequential && o.bigNamespace == 0 &&
 				slices.Equal(o.controller.args, []string{"-profiling"})
 		}},
 		{name: "memory per Foo", args: []string{"-n", "1000, 10000", "-replicas", "0"}, check: func(o options) bool {
@@ -163,6 +185,15 @@ func TestParseFlags(t *testing.T) {
 			check: func(o options) bool {
 				return slices.Equal(o.shardReplicas, []int{1, 2, 4}) && o.shardSlots == 16 && o.namespaces == 64
 			}},
+		{name: "the scale-out run with one big namespace of letters", args: []string{"-n", "10000", "-namespaces", "64", "-floor=false",
+			"-shard-replicas", "1,2,4", "-namespace-names=letters", "-big-namespace=0.5"},
+			check: func(o options) bool {
+				return o.namespaceNames == namesLetters && o.bigNamespace == 0.5 && o.shardSlots == 16
+			}},
+		{name: "names spread for one leader", args: []string{"-namespaces", "100", "-floor=false", "-namespace-names", "spread"},
+			check: func(o options) bool { return o.namespaceNames == namesSpread && o.equalSlots() == 16 }},
+		{name: "a big namespace of the even share", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=0.125"},
+			check: func(o options) bool { return o.bigNamespace == 0.125 }},
 		{name: "the scale-out run with its slots", args: []string{"-n", "300", "-namespaces", "8", "-floor=false", "-shard-replicas", "2",
 			"-shard-slots", "8", "-controller-flag=-leader-elect-retry-period=1s", "-controller-flag=-leader-elect=false", "-burst-profile=20s"},
 			check: func(o options) bool { return slices.Equal(o.shardReplicas, []int{2}) && o.shardSlots == 8 }},

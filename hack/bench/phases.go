@@ -77,10 +77,30 @@ func parallel(n, workers int, f func(i int) error) error {
 // newNamespace creates a namespace and waits for its default ServiceAccount
 // (pods are refused without it, which would add retries to what we measure).
 func newNamespace(ctx context.Context, c clients, name string) error {
-	_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		return err
+	var made []string
+	return newNamespaces(ctx, c, []string{name}, &made)
+}
+
+// newNamespaces creates names, in order, as newNamespace does, and adds
+// each one it created to *made: what the run deletes if it ends early. A
+// name that existed already is not the bench's to delete.
+func newNamespaces(ctx context.Context, c clients, names []string, made *[]string) error {
+	for _, name := range names {
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{benchLabel: fieldMgr},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		*made = append(*made, name)
+		if err := waitServiceAccount(ctx, c, name); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func waitServiceAccount(ctx context.Context, c clients, name string) error {
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := c.kube.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
@@ -88,30 +108,38 @@ func newNamespace(ctx context.Context, c clients, name string) error {
 }
 
 // checkClean refuses to start when a bench's namespaces are still there
-// (an interrupted run), and says how many other Foos the controller will
-// hold and sync besides the run's.
-func checkClean(ctx context.Context, c clients) error {
+// (an interrupted run), or when one of the run's names (spaces) is taken:
+// the names are the same in every run (namespaceNames), and team-a may be
+// a real team's on a cluster of the caller's. It says, and returns, how
+// many other Foos the controller will hold and sync besides the run's.
+func checkClean(ctx context.Context, c clients, spaces []string) (others int, err error) {
 	nss, err := c.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	var left []string
+	var left, taken []string
 	for _, ns := range nss.Items {
-		if strings.HasPrefix(ns.Name, "bench-") {
+		switch {
+		case strings.HasPrefix(ns.Name, "bench-") || ns.Labels[benchLabel] == fieldMgr:
 			left = append(left, ns.Name)
+		case slices.Contains(spaces, ns.Name):
+			taken = append(taken, ns.Name)
 		}
 	}
 	if len(left) > 0 {
-		return fmt.Errorf("%d namespace(s) from an earlier bench are still there (%s, ...): their Foos would be counted in this run; delete them, or start from a clean control plane (hack/local-down.sh --clean)", len(left), left[0])
+		return 0, fmt.Errorf("%d namespace(s) from an earlier bench are still there (%s, ...): their Foos would be counted in this run; delete them, or start from a clean control plane (hack/local-down.sh --clean)", len(left), left[0])
+	}
+	if len(taken) > 0 {
+		return 0, fmt.Errorf("%d of the run's namespaces exist already, and not from a bench (%s, ...): the run would add its Foos to them and delete them; give another -namespace-names, or a control plane without them", len(taken), taken[0])
 	}
 	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n := len(foos.Items); n > 0 {
 		progress("note: %d Foo(s) outside the bench exist (%s/%s, ...); the controller holds and resyncs them too", n, foos.Items[0].Namespace, foos.Items[0].Name)
 	}
-	return nil
+	return len(foos.Items), nil
 }
 
 // deleteNamespaces deletes them and waits until they are gone, so that
@@ -220,7 +248,7 @@ type measured interface {
 	members() []*controllerProc
 }
 
-// converge creates n Foos of the given replicas in ns and measures until
+// converge creates the Foos of p, of the given replicas, and measures until
 // every one is Ready (withKCM) or, without kube-controller-manager's
 // Deployment controller, until every one's status is written.
 //
@@ -228,11 +256,12 @@ type measured interface {
 // is in the burst_cpu_* figures, and from then until every Foo was done
 // in tail_cpu_*; with profile set, the controller's CPU
 // profile over the first profileWindow of the burst is saved there.
-func converge(ctx context.Context, c clients, ctrl measured, pl plane, spaces []string, n int, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
+func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placement, replicas int32, workers int, timeout time.Duration, withKCM bool, profile string, profileWindow time.Duration) (figures, series, error) {
 	done, doneName := fooReady, "Ready"
 	if !withKCM {
 		done, doneName = fooReported, "reported"
 	}
+	spaces, n := p.spaces, len(p.of)
 	created, depOK, depAvail, ready := newFirsts(), newFirsts(), newFirsts(), newFirsts()
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -317,7 +346,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, spaces []
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
-		_, err := c.foo.SamplecontrollerV1alpha1().Foos(spaces[i%len(spaces)]).Create(ctx, &samplev1alpha1.Foo{
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(p.of[i]).Create(ctx, &samplev1alpha1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
 		}, metav1.CreateOptions{})
@@ -758,8 +787,8 @@ func pct(d []time.Duration, p float64) float64 {
 }
 
 // editOne changes the image of one Foo among the n converged and idle ones
-// and measures the time until its Deployment carries it: the latency a
-// user sees with n Foos in the caches.
+// (foo-0, in its namespace ns) and measures the time until its Deployment
+// carries it: the latency a user sees with n Foos in the caches.
 func editOne(ctx context.Context, c clients, ns string) (figures, error) {
 	const name = "foo-0"
 	t0 := time.Now()

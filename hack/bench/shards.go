@@ -15,20 +15,29 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
+	"example.com/foo-controller/pkg/leader"
+	"example.com/foo-controller/pkg/promtext"
 	"example.com/foo-controller/pkg/shard"
 )
 
 // validateScaleOut refuses what the scale-out run cannot measure as its
 // table would claim. It has no floor phase, so -floor=true would be
-// ignored. With fewer namespaces than slots some slots hold no Foo, and a
+// ignored. A namespace is never split, so with fewer namespaces than slots
+// some slots hold no Foo wherever their boundaries are cut, and a
 // replica's share of the work would depend on which slots it happens to
-// hold, not on k. A replica beyond the slot count holds nothing. Its only
-// phase is converge: the profiles (of the idle window and the restart)
-// would not be taken. The bench gives the replicas -shard-slots itself, and
+// hold, not on k. (With as many or more, the skew left is that of the
+// names and of -big-namespace, which is what the run measures: the
+// controller re-cuts the boundaries for the load.) A replica beyond the
+// slot count holds nothing. Its only phase is converge: the profiles (of
+// the idle window and the restart) would not be taken. The bench gives the replicas -shard-slots itself, and
 // the controller refuses -leader-elect beside it.
 func (o options) validateScaleOut() error {
 	if len(o.shardReplicas) == 0 {
@@ -44,7 +53,7 @@ func (o options) validateScaleOut() error {
 		return errors.New("-shard-replicas runs no floor phase: give -floor=false")
 	}
 	if o.namespaces < o.shardSlots {
-		return fmt.Errorf("-shard-replicas needs -namespaces of at least -shard-slots (%d), so that every slot, and so every replica, has Foos to converge", o.shardSlots)
+		return fmt.Errorf("-shard-replicas needs -namespaces of at least -shard-slots (%d): a namespace is never split, so with fewer some slots hold no Foo wherever their boundaries are, and a replica's share would depend on which slots it holds, not on k", o.shardSlots)
 	}
 	if k := slices.Max(o.shardReplicas); k > o.shardSlots {
 		return fmt.Errorf("-shard-replicas %d is more replicas than -shard-slots (%d): the extra ones would hold no slot", k, o.shardSlots)
@@ -158,7 +167,9 @@ func (ps procs) stop() error {
 // counters quiet and would count as writes per Foo. The controller's own
 // writes are applies (PATCH), creates (POST) and deletes, never a PUT (the
 // leader's converge shows none); scaleOutOnce counts the PUTs apart
-// (lease_puts).
+// (lease_puts). A re-balance's Leases created or deleted (the layout's,
+// the new boundaries' slots) are a few per re-balance and stay in the
+// writes.
 type withoutLeaseWrites struct{ procs }
 
 func (w withoutLeaseWrites) scrape() (sample, error) {
@@ -204,13 +215,16 @@ func sumSamples(ss ...sample) sample {
 }
 
 // spreadNamespaces names count namespaces, all starting "bench-" (see
-// checkClean), so that every slot holds count/slots of them or one more.
-// Names that differ only at their end crowd into a few slots (the hash's
-// high bits barely depend on the last characters: docs/sharding.md, "Why
-// the namespace"), so the counter comes first and the run's suffix after
-// it; and of the candidates, a name is kept only while its slot has fewer
-// than its due, so the skew left is that of the Foos per namespace (none:
-// they are spread round-robin) and of the slots per replica.
+// checkClean), so that every one of the equal slots holds count/slots of
+// them or one more (-namespace-names=spread): the best case for equal
+// slots, and how the scale-out run was measured before the controller
+// re-cut them for the load. Names that differ only at their end crowd
+// into a few slots (the hash's high bits barely depend on the last
+// characters: docs/sharding.md, "Why the namespace"), so the counter
+// comes first and the suffix after it; and of the candidates, a name is
+// kept only while its slot has fewer than its due, so the skew left is
+// that of the Foos per namespace (none without -big-namespace) and of the
+// slots per replica.
 func spreadNamespaces(suffix string, count int, slots shard.Slots) ([]string, error) {
 	s := int(slots)
 	used := make([]int, s)
@@ -247,7 +261,10 @@ func fairShares(slots, k int) []int {
 }
 
 // sharedOut: the slots each process holds (foo_controller_shard_slots),
-// in any order, are the fair shares.
+// in any order, are the fair shares. Boundaries re-cut for the load
+// change what a slot holds, not how many slots each replica holds, so
+// this stays the test of "shared"; but a re-balance hands every slot over
+// once, so a group shared out can fail it for a while (waitHeld).
 func sharedOut(held []int, slots int) bool {
 	h := slices.Sorted(slices.Values(held))
 	slices.Reverse(h)
@@ -256,7 +273,11 @@ func sharedOut(held []int, slots int) bool {
 
 // waitShared waits until the processes have shared the slots out, then
 // until each one's /readyz passes again: a slot's Lease is counted as soon
-// as it is taken, its caches are synced later.
+// as it is taken, its caches are synced later. It runs before the first
+// create, when the group has none of the run's Foos to re-cut for: its
+// boundaries are equal, or those a group before it left in the plane
+// (the layout's Lease outlives the replicas); the re-cuts for the run's
+// Foos come within the converge (layout_changes_converge).
 func waitShared(ctx context.Context, ps procs, slots int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var held []int
@@ -293,12 +314,12 @@ func waitShared(ctx context.Context, ps procs, slots int, timeout time.Duration)
 }
 
 // scaleOutReport is one N of the scale-out run: a configuration per k, the
-// leader's (k=0) first.
+// leader's (k=0) first. Its header says how the namespaces were named and
+// filled, which decides how far any layout of the slots can balance them.
 type scaleOutReport struct {
 	header
-	Slots      int              `json:"slots"`
-	Namespaces int              `json:"namespaces"`
-	Configs    []scaleOutConfig `json:"configs"`
+	Slots   int              `json:"slots"`
+	Configs []scaleOutConfig `json:"configs"`
 }
 
 type scaleOutConfig struct {
@@ -307,29 +328,36 @@ type scaleOutConfig struct {
 	K      int       `json:"k"`
 	Runs   []figures `json:"runs"`
 	Median figures   `json:"median"`
-	// Processes are the first run's figures per process.
+	// Processes are the first run's figures per process, in the order
+	// they were started.
 	Processes []processFigures `json:"processes"`
 }
 
 // processFigures are one controller process's share and costs in a
 // converge of the scale-out run.
 type processFigures struct {
-	// Slots it held once converged (foo_controller_shard_slots); the
-	// leader's are all of them (and so are its SlotsWorked).
+	// Slots it held once every Foo was held (foo_controller_shard_slots);
+	// the leader's are all of them (and so are its SlotsWorked).
 	Slots int `json:"slots"`
-	// SlotsWorked: the slots whose workqueue took keys during the converge
-	// (more than Slots: one changed hands meanwhile).
+	// SlotsWorked: the slots whose workqueue took keys during the
+	// converge, as far as its last scrape shows (slotsWorked).
 	SlotsWorked int `json:"slotsWorked"`
-	// Foos in the namespaces of those slots: its share of the N.
-	Foos  int     `json:"foos"`
-	Syncs float64 `json:"syncs"` // foo_controller_reconcile_total during the converge
+	// Foos it held once every Foo was held by one replica
+	// (foo_controller_shard_foos: its caches' count): its share of the N,
+	// and of any Foo outside the bench. The leader's: all of them.
+	Foos int `json:"foos"`
+	// LayoutChanges: the times it wrote new slot boundaries since it
+	// started (foo_controller_shard_layout_changes_total), each a
+	// re-balance of the whole group; 0 for the leader.
+	LayoutChanges int     `json:"layoutChanges"`
+	Syncs         float64 `json:"syncs"` // foo_controller_reconcile_total during the converge
 	// Memory in MB: VmHWM and VmRSS once converged and quiet, and the Go
 	// heap still allocated after a forced collection.
 	PeakRSSMB  float64 `json:"peakRssMb"`
 	RSSMB      float64 `json:"rssMb"`
 	LiveHeapMB float64 `json:"liveHeapMb"`
 	// CPUSeconds: user and system CPU from the first create until the
-	// converge had settled.
+	// converge had settled (and, for replicas, every Foo was held).
 	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
@@ -337,12 +365,12 @@ type processFigures struct {
 // times (the configurations interleaved, so that a drift of the control
 // plane over the run spreads over them all), and prints the table.
 func scaleOut(ctx context.Context, c clients, o options, n int, bin, kubeconfig, logPath string) (scaleOutReport, error) {
-	rep := scaleOutReport{header: newHeader(o, n), Slots: o.shardSlots, Namespaces: o.namespaces}
+	rep := scaleOutReport{header: newHeader(o, n), Slots: o.shardSlots}
 	for _, k := range append([]int{0}, o.shardReplicas...) {
 		rep.Configs = append(rep.Configs, scaleOutConfig{K: k})
 	}
-	progress("scale-out: N=%d over %d namespaces, the leader then %v replica(s) sharing %d slots, %d repeat(s)",
-		n, o.namespaces, o.shardReplicas, o.shardSlots, o.repeat)
+	progress("scale-out: N=%d %s, the leader then %v replica(s) sharing %d slots, %d repeat(s)",
+		n, describeNamespaces(rep.header), o.shardReplicas, o.shardSlots, o.repeat)
 	for r := range o.repeat {
 		for i := range rep.Configs {
 			cfg := &rep.Configs[i]
@@ -380,23 +408,30 @@ func scaleOut(ctx context.Context, c clients, o options, n int, bin, kubeconfig,
 // they are ready and have shared the slots out, converges n Foos over
 // -namespaces fresh namespaces, measures, and stops them.
 func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, kubeconfig, logPath string) (figures, []processFigures, error) {
-	slots := shard.Slots(o.shardSlots)
-	spaces, err := spreadNamespaces(fmt.Sprintf("k%d-%d-%d", k, r+1, time.Now().Unix()), o.namespaces, slots)
+	// The same names in every row and repeat (namespaceNames): the leader
+	// and each k face the same namespaces over the same hash.
+	spaces, err := namespaceNames(o.namespaceNames, o.namespaces, o.equalSlots())
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkClean(ctx, c); err != nil {
+	foos := placeFoos(spaces, n, o.bigNamespace)
+	others, err := checkClean(ctx, c, spaces)
+	if err != nil {
 		return nil, nil, err
 	}
 	cleaned := false
+	var made []string
 	defer func() {
-		if !cleaned {
+		if !cleaned && len(made) > 0 {
 			progress("deleting the run's namespaces")
-			_ = deleteNamespaces(context.WithoutCancel(ctx), c, spaces, o.timeout)
+			_ = deleteNamespaces(context.WithoutCancel(ctx), c, made, o.timeout)
 		}
 	}()
-	for _, ns := range spaces {
-		if err := newNamespace(ctx, c, ns); err != nil {
+	if err := newNamespaces(ctx, c, spaces, &made); err != nil {
+		return nil, nil, err
+	}
+	if k > 0 {
+		if err := resetLayout(ctx, c, o); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -453,25 +488,33 @@ func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, k
 		burstPath = fmt.Sprintf("_output/cpu-%d-%s-burst-k%d.pb.gz", n, o.stamp, k)
 	}
 	t0 := time.Now()
-	fig, _, err := converge(ctx, c, target, o.plane, spaces, n, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
+	fig, _, err := converge(ctx, c, target, o.plane, foos, int32(o.replicas), o.concurrency, o.timeout, o.deploymentController, burstPath, o.burstProfile)
 	if err != nil {
 		return nil, nil, err
 	}
 	window := time.Since(t0).Seconds()
 
-	// The Foos of each slot, for each process's share.
-	foosIn := make([]int, o.shardSlots)
-	for i := range n {
-		foosIn[slots.Of(spaces[i%len(spaces)])]++
-	}
-	per := make([]processFigures, len(ps))
-	var puts float64
-	for i, p := range ps {
-		after, err := p.scrape()
-		if err != nil {
+	// The last scrape of each process: for replicas, once every Foo is
+	// held by one of them, which a re-balance late in the converge can
+	// leave for after it.
+	last := make([]sample, len(ps))
+	var held float64
+	if k > 0 {
+		t := time.Now()
+		if last, err = waitHeld(ctx, ps, n+others, o.shardSlots, 2*time.Minute); err != nil {
 			return nil, nil, err
 		}
+		held = time.Since(t).Seconds()
+	} else if last[0], err = ps[0].scrape(); err != nil {
+		return nil, nil, err
+	}
+
+	per := make([]processFigures, len(ps))
+	var puts, changes float64
+	for i, p := range ps {
+		after := last[i]
 		puts += after.requestsByMethod()["PUT"] - before[i].requestsByMethod()["PUT"]
+		changes += after.sum(layoutChangesMetric) - before[i].sum(layoutChangesMetric)
 		cpu, err := p.cpuSeconds()
 		if err != nil {
 			return nil, nil, err
@@ -485,20 +528,16 @@ func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, k
 			return nil, nil, err
 		}
 		pf := processFigures{
-			Slots: o.shardSlots, SlotsWorked: o.shardSlots, Foos: n,
+			Slots: o.shardSlots, SlotsWorked: o.shardSlots, Foos: n + others,
 			Syncs:     after.sum("foo_controller_reconcile_total") - before[i].sum("foo_controller_reconcile_total"),
 			PeakRSSMB: float64(mem["VmHWM"]) / (1 << 20), RSSMB: float64(mem["VmRSS"]) / (1 << 20),
 			LiveHeapMB: live / (1 << 20), CPUSeconds: cpu - cpuBefore[i],
 		}
 		if k > 0 {
-			pf.Slots, pf.SlotsWorked, pf.Foos = int(after.sum("foo_controller_shard_slots")), 0, 0
-			for slot := range o.shardSlots {
-				q := fmt.Sprintf(`name="foo-controller-slot-%d"`, slot)
-				if after.sum("workqueue_adds_total", q) > before[i].sum("workqueue_adds_total", q) {
-					pf.SlotsWorked++
-					pf.Foos += foosIn[slot]
-				}
-			}
+			pf.Slots = int(after.sum("foo_controller_shard_slots"))
+			pf.SlotsWorked = slotsWorked(before[i], after, o.shardSlots)
+			pf.Foos = int(after.sum(shardFoosMetric))
+			pf.LayoutChanges = int(after.sum(layoutChangesMetric))
 		}
 		per[i] = pf
 	}
@@ -510,8 +549,15 @@ func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, k
 	merge(fig, spreadFigures(per))
 	fig["ready_and_shared_s"] = ready.Seconds()
 	fig["converge_window_s"] = window
-	// The replicas' Lease writes over the window (left out of the figures
-	// per Foo, see withoutLeaseWrites); 0 for the leader.
+	// From the end of the converge until every Foo was held once: the
+	// tail of a re-balance, if one was under way (0 for the leader).
+	fig["held_after_converge_s"] = held
+	// The re-balances within the converge; layout_changes (spreadFigures)
+	// counts those from the start, before the first create too.
+	fig["layout_changes_converge"] = changes
+	// The replicas' PUTs over the window (left out of the figures per
+	// Foo, see withoutLeaseWrites): their Lease renewals and hand-overs;
+	// 0 for the leader.
 	fig["lease_puts"] = puts
 	if cp, ok := controlPlaneCPU(fig); ok {
 		fig["control_plane_cpu_s"] = cp
@@ -526,7 +572,146 @@ func scaleOutOnce(ctx context.Context, c clients, o options, n, k, r int, bin, k
 	return fig, per, nil
 }
 
-// spreadFigures are the per-process figures' maxima, means and sums.
+// resetLayout deletes the slot boundaries a group before this row left:
+// the layout's Lease outlives the replicas, and a row started on the
+// boundaries the row before it cut for the same namespaces would neither
+// re-balance as a new group does nor wait as one does (a member re-cuts at
+// once from equal ranges, but only -shard-rebalance-interval after it
+// first sees a layout Lease). Every row then starts from equal ranges.
+// Only on the bench's own control plane: on another, the Lease may be a
+// running group's.
+func resetLayout(ctx context.Context, c clients, o options) error {
+	if !o.ownControlPlane {
+		return nil
+	}
+	// The group is the controller's -leader-elect-lease-name, its Leases
+	// in -leader-elect-namespace: their defaults, unless given.
+	group := controllerFlag(o.controller.args, "leader-elect-lease-name", "foo-controller")
+	ns := controllerFlag(o.controller.args, "leader-elect-namespace", "")
+	if ns == "" {
+		ns = leader.DefaultNamespace()
+	}
+	sel := labels.Set{shard.GroupLabel: group, shard.RoleLabel: shard.LayoutRole}.String()
+	leases, err := c.kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("the layout Lease left by an earlier group: %w", err)
+	}
+	for _, l := range leases.Items {
+		err := c.kube.CoordinationV1().Leases(ns).Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &l.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the layout Lease left by an earlier group: %w", err)
+		}
+		progress("deleted the layout Lease %s/%s an earlier group left: the replicas start from equal ranges", ns, l.Name)
+	}
+	return nil
+}
+
+// controllerFlag is the value of the controller's flag name among args,
+// or def: the last one given wins, as with the flag package.
+func controllerFlag(args []string, name, def string) string {
+	v := def
+	for _, a := range args {
+		if val, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), name+"="); ok {
+			v = val
+		}
+	}
+	return v
+}
+
+// The controller's metrics of the balanced slots (pkg/metrics).
+const (
+	shardFoosMetric     = "foo_controller_shard_foos"
+	layoutChangesMetric = "foo_controller_shard_layout_changes_total"
+)
+
+// waitHeld waits until the replicas hold every Foo there is (want)
+// exactly once between them (their foo_controller_shard_foos sum to it)
+// with the slots shared out, the same in every read for heldQuiet, and
+// returns each one's last scrape. A re-balance hands every slot over:
+// while it does, the slots and Foos held dip, or the giver and the taker
+// both count a slot's Foos, and figures read then would be of the
+// hand-over, not of the layout. A re-balance that starts only after the
+// quiet is neither waited for nor counted.
+func waitHeld(ctx context.Context, ps procs, want, slots int, timeout time.Duration) ([]sample, error) {
+	deadline := time.Now().Add(timeout)
+	last := make([]sample, len(ps))
+	var seen string
+	var since time.Time
+	for {
+		if err := ps.alive(); err != nil {
+			return nil, err
+		}
+		held, foos, total, changes := make([]int, len(ps)), make([]int, len(ps)), 0, 0.0
+		for i, p := range ps {
+			s, err := p.scrape()
+			if err != nil {
+				return nil, fmt.Errorf("replica %d: %w", i, err)
+			}
+			v, found := promtext.Families(s).Sum(shardFoosMetric)
+			if !found {
+				return nil, fmt.Errorf("replica %d exports no %s: the scale-out run needs a controller that counts the Foos of its slots", i, shardFoosMetric)
+			}
+			last[i], held[i], foos[i] = s, int(s.sum("foo_controller_shard_slots")), int(v)
+			total += foos[i]
+			changes += s.sum(layoutChangesMetric)
+		}
+		now := fmt.Sprint(held, foos, changes)
+		switch {
+		case total != want || !sharedOut(held, slots):
+			seen = ""
+		case now != seen:
+			seen, since = now, time.Now()
+		case time.Since(since) >= heldQuiet:
+			return last, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("after converging, the replicas hold %v Foos (%d of %d) and %v slots after %v, not every Foo once with the slots shared out %v", foos, total, want, held, timeout, fairShares(slots, len(ps)))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// heldQuiet is how long waitHeld wants the holdings unchanged: longer than
+// the default retry period (2 s) at which members take and hand over
+// slots, so that a hand-over in progress shows in it.
+const heldQuiet = 3 * time.Second
+
+// slotsWorked counts the slots whose workqueue took keys between two
+// scrapes of one replica. A slot's series leave with the slot and start
+// again from 0 when it is taken again, which a re-balance does to every
+// slot: a count that changed counts, whether it rose or started afresh. A
+// slot handed away for good is in neither case, so this is a lower bound.
+func slotsWorked(before, after sample, slots int) int {
+	worked := 0
+	for slot := range slots {
+		q := fmt.Sprintf(`name="foo-controller-slot-%d"`, slot)
+		if a := after.sum("workqueue_adds_total", q); a > 0 && a != before.sum("workqueue_adds_total", q) {
+			worked++
+		}
+	}
+	return worked
+}
+
+// skew is the most Foos a replica holds over the mean (1 when even; 0
+// with none held): how far the slowest replica is from its fair share.
+func skew(held []float64) float64 {
+	var sum, most float64
+	for _, v := range held {
+		sum += v
+		most = max(most, v)
+	}
+	if sum == 0 {
+		return 0
+	}
+	return most * float64(len(held)) / sum
+}
+
+// spreadFigures are the per-process figures' maxima, means and sums, the
+// skew of the Foos held, and the re-balances of the group.
 func spreadFigures(per []processFigures) figures {
 	fig := figures{}
 	for name, get := range map[string]func(processFigures) float64{
@@ -556,18 +741,53 @@ func spreadFigures(per []processFigures) figures {
 		fig[name+"_total"+unit] = sum
 		if name == "replica_foos" {
 			fig[name+"_min"] = slices.Min(vs)
+			fig[name+"_skew"] = skew(vs)
 		}
 	}
+	var changes int
+	for _, p := range per {
+		changes += p.LayoutChanges
+	}
+	fig["layout_changes"] = float64(changes)
 	return fig
 }
 
 func describeProcesses(per []processFigures) string {
 	var parts []string
 	for _, p := range per {
-		parts = append(parts, fmt.Sprintf("[%d slots, %d Foos, peak RSS %.1f MB, live heap %.1f MB, CPU %.1fs]",
-			p.Slots, p.Foos, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds))
+		parts = append(parts, fmt.Sprintf("[%d slots, %s Foos, %d layout change(s), peak RSS %.1f MB, live heap %.1f MB, CPU %.1fs]",
+			p.Slots, thousands(p.Foos), p.LayoutChanges, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds))
 	}
 	return strings.Join(parts, " ")
+}
+
+// thousands writes n with a comma between thousands (10,000): the Foos
+// per replica are compared by eye.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
+}
+
+// perReplica writes one figure of each replica, in the order they were
+// started: "5,012 / 4,988".
+func perReplica(per []processFigures, format func(processFigures) string) string {
+	parts := make([]string, len(per))
+	for i, p := range per {
+		parts[i] = format(p)
+	}
+	return strings.Join(parts, " / ")
 }
 
 // controlPlaneCPU is the CPU seconds the control plane's components used
@@ -593,27 +813,31 @@ func printScaleOut(w io.Writer, rep scaleOutReport) {
 	if len(rep.Configs) > 0 {
 		runs = len(rep.Configs[0].Runs)
 	}
-	pf("\nfoo-controller scale-out bench: N=%d over %d namespaces, %d Pod replica(s) per Foo, concurrency %d, %d slots, %d run(s), medians; %s\n",
-		rep.N, rep.Namespaces, rep.Replicas, rep.Concurrency, rep.Slots, runs, rep.Date)
+	pf("\nfoo-controller scale-out bench: N=%d %s, %d Pod replica(s) per Foo, concurrency %d, %d slots, %d run(s), medians; %s\n",
+		rep.N, describeNamespaces(rep.header), rep.Replicas, rep.Concurrency, rep.Slots, runs, rep.Date)
 	done, doneKey := "Ready", "foos_ready_s"
 	if !rep.DeploymentController {
 		pf("kube-controller-manager ran without its Deployment and ReplicaSet controllers: no Foo becomes Ready.\n")
 		done, doneKey = "reported", "foos_reported_s"
 	}
-	pf("k=0 is the single leader; k>0, k sharded replicas. Per replica: max / mean over the replicas; x leader: the max against k=0.\n\n")
-	pf("%3s %9s %7s %9s %8s %10s %10s %9s %9s %8s %11s\n", "k", "Foos each", "ready s", "Deps s", "Foos/s", done+" s", "creates s",
+	pf("k=0 is the single leader; k>0, k sharded replicas. skew: max / mean of the Foos each replica holds; re-bal: new slot boundaries\n" +
+		"written (a re-balance), summed over the replicas. Per replica: max / mean over the replicas; x leader: the max against k=0.\n\n")
+	pf("%3s %5s %6s %7s %9s %8s %10s %10s %9s %9s %8s %11s\n", "k", "skew", "re-bal", "ready s", "Deps s", "Foos/s", done+" s", "creates s",
 		"req/Foo", "wr/Foo", "CP CPU s", "burst cores")
 	for _, cfg := range rep.Configs {
 		m := cfg.Median
-		cp, cores := "-", "-"
+		cp, cores, rebal := "-", "-", "-"
 		if _, ok := m["control_plane_cpu_s"]; ok {
 			cp = fmt.Sprintf("%.1f", m["control_plane_cpu_s"])
 		}
 		if _, ok := m["burst_cpu_cores"]; ok {
 			cores = fmt.Sprintf("%.2f", m["burst_cpu_cores"])
 		}
-		pf("%3d %9s %7.2f %9.2f %8.1f %10.2f %10.2f %9.2f %9.2f %8s %11s\n", cfg.K,
-			fmt.Sprintf("%.0f-%.0f", m["replica_foos_min"], m["replica_foos_max"]), m["ready_and_shared_s"],
+		if cfg.K > 0 {
+			rebal = strconv.FormatFloat(m["layout_changes"], 'f', -1, 64)
+		}
+		pf("%3d %5.2f %6s %7.2f %9.2f %8.1f %10.2f %10.2f %9.2f %9.2f %8s %11s\n", cfg.K,
+			m["replica_foos_skew"], rebal, m["ready_and_shared_s"],
 			m["deployments_exist_s"], m["burst_foos_per_s"], m[doneKey], m["creates_sent_s"],
 			m["requests_per_foo"], m["writes_per_foo"], cp, cores)
 	}
@@ -633,6 +857,29 @@ func printScaleOut(w io.Writer, rep scaleOutReport) {
 			pf("  k=%d %s\n", cfg.K, line)
 		}
 	}
+	// Each replica's own figures side by side, in the order started: the
+	// skew is the work one replica is left with, which maxima and means
+	// over the replicas hide.
+	pf("\nper replica (first run, in the order started): Foos held once settled, peak RSS, CPU seconds from the first create until then\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	_, _ = fmt.Fprintf(tw, "  k\tskew\tre-bal\tFoos held\tpeak RSS MB\tCPU s\n")
+	for _, cfg := range rep.Configs {
+		foos := make([]float64, len(cfg.Processes))
+		changes := 0
+		for i, p := range cfg.Processes {
+			foos[i] = float64(p.Foos)
+			changes += p.LayoutChanges
+		}
+		rebal := "-"
+		if cfg.K > 0 {
+			rebal = strconv.Itoa(changes)
+		}
+		_, _ = fmt.Fprintf(tw, "  %d\t%.2f\t%s\t%s\t%s\t%s\n", cfg.K, skew(foos), rebal,
+			perReplica(cfg.Processes, func(p processFigures) string { return thousands(p.Foos) }),
+			perReplica(cfg.Processes, func(p processFigures) string { return fmt.Sprintf("%.1f", p.PeakRSSMB) }),
+			perReplica(cfg.Processes, func(p processFigures) string { return fmt.Sprintf("%.1f", p.CPUSeconds) }))
+	}
+	_ = tw.Flush()
 	pf("\nper process (first run): slots held, Foos in them, syncs, peak RSS, live heap, CPU during the converge\n")
 	for _, cfg := range rep.Configs {
 		for i, p := range cfg.Processes {
@@ -640,8 +887,8 @@ func printScaleOut(w io.Writer, rep scaleOutReport) {
 			if cfg.K == 0 {
 				held = fmt.Sprintf("%-20s", "leader (no slots)")
 			}
-			pf("  k=%d #%d: %s %7d Foos %8.0f syncs %8.1f MB %8.1f MB %7.1f s\n",
-				cfg.K, i, held, p.Foos, p.Syncs, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds)
+			pf("  k=%d #%d: %s %7s Foos %8.0f syncs %8.1f MB %8.1f MB %7.1f s\n",
+				cfg.K, i, held, thousands(p.Foos), p.Syncs, p.PeakRSSMB, p.LiveHeapMB, p.CPUSeconds)
 		}
 	}
 }

@@ -38,6 +38,9 @@ const (
 	// SlotsLabel is the member's slot count (-shard-slots), on its own
 	// Lease and on the slots' Leases it takes.
 	SlotsLabel = "shard.samplecontroller.example.com/slots"
+	// LayoutRole is the RoleLabel of the Lease that holds a group's slot
+	// boundaries (see layoutOf).
+	LayoutRole = "layout"
 	// CutsAnnotation holds a layout Lease's slot boundaries
 	// (Layout.FormatCuts); LoadAnnotation a member Lease's load, the Foos
 	// of the slots it runs (formatLoad).
@@ -1038,7 +1041,7 @@ func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layou
 	}
 	logger := klog.FromContext(ctx)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.layoutLease(), Namespace: c.Namespace,
-		Labels: c.labels("layout", strconv.Itoa(int(c.Slots)))}}
+		Labels: c.labels(LayoutRole, strconv.Itoa(int(c.Slots)))}}
 	if cur != nil {
 		l = cur.DeepCopy()
 	}
