@@ -299,7 +299,7 @@ func run(ctx context.Context, o options) (err error) {
 	// Liveness: the process serves, and a leader (or a shard member) still
 	// renews its Lease: one stuck past the renew deadline gets restarted;
 	// one that gives up exits by itself. Readiness: the caches are synced
-	// (standbys too: they are ready to take over; sharded, see shardReady).
+	// (standbys too: they are ready to take over; sharded, see shard.Ready).
 	// Served before the start-up checks, so that a liveness probe does not
 	// kill a process that waits for the API server (checkAPI); /readyz
 	// fails until the caches are synced.

@@ -620,316 +620,48 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	m.viewAt.Store(joinSent.UnixNano())
 	logger.Info("Joined the shard group", "slots", int(c.Slots), "lease", klog.KObj(self))
 
-	var (
-		slots    = map[int]*slotState{}
-		finished = make(chan *slotState, 2*int(c.Slots))
-		workErrs = make(chan error, 2*int(c.Slots))
-		seen     = map[string]observed{}
-		// waitingFor is the member of another slot count we wait for, if
-		// any, logged once (see observe).
-		waitingFor string
-		// viewStale: writes are refused for a stale view (see Check);
-		// logged when it starts and ends.
-		viewStale bool
-		// leaderSeen is what we know of the single-leader mode's Lease
-		// (see leaderLive); waitingForLeader is logged once.
-		leaderSeen       observed
-		waitingForLeader bool
-		leaderUnread     bool // the last read of the leader's Lease failed (logged once)
-		// left is when each slot's Work last returned (and its release
-		// was tried): a view older than that may not show the release.
-		left       = map[int]time.Time{}
-		leftByName = map[string]time.Time{}
-		// layout is the group's slot boundaries, in place here since
-		// layoutSince; draining is logged once (see observe).
-		layout      = m.Layout()
-		layoutSince = time.Now()
-		draining    bool
-		badLayout   string // the resourceVersion of a layout Lease that did not parse (logged once)
-		// recent are the resourceVersions of our last two renewals (or
-		// the join), sent no earlier than recentSent.
-		recent     [2]string
-		recentSent = [2]time.Time{{}, joinSent}
-		// The first tick comes one RetryPeriod after joining, so that
-		// members started together see each other before taking slots.
-		tick     = time.NewTicker(c.RetryPeriod)
-		stopping = ctx.Done()
-		apiCtx   = context.WithoutCancel(ctx) // renewals go on while slots stop
-	)
+	r := &memberRun{
+		m: m, c: c, logger: logger, leases: leases, lister: lister, work: work, self: self,
+		slots:    map[int]*slotState{},
+		finished: make(chan *slotState, 2*int(c.Slots)),
+		workErrs: make(chan error, 2*int(c.Slots)),
+		seen:     map[string]observed{},
+		stopping: ctx.Done(),
+		apiCtx:   context.WithoutCancel(ctx),
+		// The join stands for the first renewal (see renewAndRead).
+		recentSent: [2]time.Time{{}, joinSent},
+		left:       map[int]time.Time{},
+		leftByName: map[string]time.Time{},
+		layout:     m.Layout(), layoutSince: time.Now(),
+	}
+	// The first tick comes one RetryPeriod after joining, so that members
+	// started together see each other before taking slots.
+	tick := time.NewTicker(c.RetryPeriod)
 	defer tick.Stop()
-	stopAll := func(cause error) {
-		for _, s := range slots {
-			s.stop(cause)
-		}
-	}
-	lost := func(err error) error {
-		m.lose()
-		stopAll(err)
-		m.waitBriefly(slots)
-		return err
-	}
 	for {
-		if stopping == nil && len(slots) == 0 {
-			m.leave(apiCtx, leases, self)
+		if r.stopping == nil && len(r.slots) == 0 {
+			m.leave(r.apiCtx, leases, r.self)
 			logger.Info("Left the shard group")
 			return nil
 		}
 		select {
-		case <-stopping:
+		case <-r.stopping:
 			// A graceful stop: every slot's Work returns and its slot is
 			// released while we go on renewing, then we leave.
-			stopping = nil
-			stopAll(nil)
-			continue
-		case st := <-finished:
-			if slots[st.slot.Index] == st {
-				delete(slots, st.slot.Index)
+			r.stopping = nil
+			r.stopAll(nil)
+		case st := <-r.finished:
+			if r.slots[st.slot.Index] == st {
+				delete(r.slots, st.slot.Index)
 			}
-			left[st.slot.Index] = time.Now()
-			leftByName[st.lease] = time.Now()
-			continue
-		case err := <-workErrs:
-			return lost(err)
+			r.left[st.slot.Index] = time.Now()
+			r.leftByName[st.lease] = time.Now()
+		case err := <-r.workErrs:
+			return r.lost(err)
 		case <-tick.C:
-		}
-
-		// Renew first: nothing else counts if we cannot. The renewal
-		// carries our layout and the load of the slots we run.
-		tickStart := time.Now()
-		next := self.DeepCopy()
-		next.Labels[SlotsLabel] = layout.ID()
-		if load := m.publishLoad(slots, layout); load != "" {
-			metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, load)
-		}
-		renewed, err := m.renew(apiCtx, leases, next)
-		if err != nil {
-			var why string
-			switch {
-			case m.fence.Check() != nil:
-				why = fmt.Sprintf("not renewed within the renew deadline (%v)", c.RenewDeadline)
-			case errors.Is(err, errTaken):
-				why = err.Error()
-			case apierrors.IsNotFound(err):
-				why = "the member Lease was deleted"
+			if err := r.tick(ctx); err != nil {
+				return err
 			}
-			if why != "" {
-				logger.Info("Lost the member Lease; stopping all writes and exiting", "reason", why)
-				return lost(&lostError{reason: why})
-			}
-			logger.Info("Could not renew the member Lease; trying again", "err", err.Error())
-			continue
-		}
-		recent = [2]string{self.ResourceVersion, renewed.ResourceVersion}
-		recentSent = [2]time.Time{recentSent[1], tickStart}
-		self = renewed
-
-		all, err := lister.List(labels.Everything())
-		if err != nil {
-			return lost(err)
-		}
-		// Fresh: the cache shows one of our last two renewals. It then
-		// holds every change the API server made before that renewal was
-		// sent (a watch delivers in order), among them every slot we had
-		// taken by then: covered is when that renewal was sent. Read from
-		// the same snapshot as the rest, so that it covers them.
-		var (
-			fresh   bool
-			covered time.Time
-		)
-		for _, l := range all {
-			if l.Name != self.Name {
-				continue
-			}
-			for i, rv := range recent {
-				if l.ResourceVersion == rv {
-					fresh, covered = true, recentSent[i]
-				}
-			}
-		}
-		// seeing records how recent the view is, for Check: called once
-		// the slots taken from us in it have been stopped (below), lest a
-		// write for one of them pass in between.
-		seeing := func() {
-			if fresh {
-				m.viewAt.Store(covered.UnixNano())
-			}
-			age := time.Since(time.Unix(0, m.viewAt.Load()))
-			switch stale := age > c.RenewDeadline; {
-			case stale && !viewStale:
-				logger.Info("The watch of the group's Leases shows none of this member's recent renewals; refusing writes to every slot until it does",
-					"viewAge", age.Round(time.Second), "renewDeadline", c.RenewDeadline)
-			case !stale && viewStale:
-				logger.Info("The watch of the group's Leases caught up; writes resume")
-			}
-			viewStale = age > c.RenewDeadline
-		}
-		if stopping == nil {
-			// Every slot is stopping: none is checked below.
-			seeing()
-			continue
-		}
-		// The boundaries, from the same snapshot: a member that has
-		// switched to new ones is seen with them.
-		cur, layoutLease, err := layoutOf(c, all)
-		if err != nil && layoutLease.ResourceVersion != badLayout {
-			logger.Error(err, "The layout Lease does not hold valid slot boundaries; using equal ranges until it does (the member that re-balances writes new ones)", "lease", klog.KObj(layoutLease))
-			badLayout = layoutLease.ResourceVersion
-		}
-		if cur.ID() != layout.ID() {
-			logger.Info("The slot boundaries changed; handing every slot over, to take new ones once all are released", "from", layout.ID(), "to", cur.ID(), "handingOver", len(slots))
-			layout, layoutSince = cur, time.Now()
-			m.layout.Store(&cur)
-			for _, st := range slots {
-				if st.slot.Layout.ID() != layout.ID() && !st.going {
-					st.stop(nil)
-				}
-			}
-		}
-		v := observeAsOf(c, layout.ID(), all, seen, time.Now(), covered, fresh)
-		// A slot whose Lease names another member now (deleted by hand and
-		// taken, or taken while our view was wrong) is not ours: stop
-		// writing for it at once, and do not release it.
-		for slot, st := range slots {
-			l := v.slots[slot]
-			switch {
-			case st.going || st.slot.Layout.ID() != layout.ID():
-			case !fresh || !st.since.Before(covered):
-				// The cache may not show our taking it yet.
-			case l == nil || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity:
-				holder := "(no Lease)"
-				if l != nil {
-					holder = ptr.Deref(l.Spec.HolderIdentity, "")
-				}
-				logger.Info("The Lease of a slot held here no longer names this member; stopping its writes at once, without releasing it",
-					"slot", slot, "holder", holder)
-				st.taken.Store(true)
-				m.mu.Lock()
-				delete(m.writing, st.lease)
-				m.mu.Unlock()
-				st.stop(fmt.Errorf("slot %d: its Lease names %q: %w", slot, holder, ErrSlotTaken))
-			}
-		}
-		seeing()
-		for _, l := range v.stale {
-			// Left by a killed process; the precondition keeps us from
-			// deleting one that came back to life.
-			// Bounded, as every request of this loop: a request that hangs
-			// here would stop the renewals (a wedged member).
-			if deleteAsSeen(ctx, leases, l, c.RetryPeriod) == nil {
-				logger.Info("Deleted the Lease of a member gone for good", "lease", klog.KObj(l))
-			}
-		}
-		for slot, l := range v.slots {
-			// A slot whose Lease names us though we do not run it: a take
-			// whose answer was lost, a release that failed, or a hand edit.
-			// Live as we are, nobody else would ever take it. Released at
-			// the version seen: if the cache is behind (a release that did
-			// land), the API server refuses it.
-			if _, ours := slots[slot]; ours || !fresh || ptr.Deref(l.Spec.HolderIdentity, "") != c.Identity {
-				continue
-			}
-			if t, ok := left[slot]; ok && !t.Before(covered) {
-				continue // the view may not show its release yet
-			}
-			if m.release(ctx, leases, l, slot, c.RetryPeriod) {
-				logger.Info("Released a slot whose Lease named this member, which did not run it (a take whose answer was lost, a release that failed, or a hand edit)", "slot", slot)
-			}
-		}
-		for _, l := range v.ownOld {
-			// A slot of the old boundaries whose Lease names us though we
-			// no longer run it (its release failed): the others wait for
-			// it (draining), so release it as above.
-			if !fresh || m.runs(slots, l.Name) {
-				continue
-			}
-			if t, ok := leftByName[l.Name]; ok && !t.Before(covered) {
-				continue
-			}
-			slot, _ := strconv.Atoi(l.Labels[SlotLabel])
-			if m.release(ctx, leases, l, slot, c.RetryPeriod) {
-				logger.Info("Released a slot of the previous boundaries whose Lease named this member, which did not run it", "lease", klog.KObj(l))
-			}
-		}
-		for _, l := range v.orphans {
-			// At the version seen: unless a member of its count took it since.
-			if deleteAsSeen(ctx, leases, l, c.RetryPeriod) == nil {
-				logger.Info("Deleted the Lease of a slot of another slot count, which no live member of that count holds", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
-			}
-		}
-		var keep []int
-		for slot, s := range slots {
-			if !s.going {
-				keep = append(keep, slot)
-			}
-		}
-		// A leader of the single-leader mode under our name works on every
-		// namespace: a rollout between the two modes. We take no slot while
-		// its Lease moves, and let go of those we hold.
-		leaderAtWork, leader, err := m.leaderLive(ctx, leases, &leaderSeen)
-		if err != nil && !leaderUnread {
-			logger.Info("Could not read the Lease of the single-leader mode; taking no slot, and keeping those held, until it can be read", "lease", klog.KRef(c.Namespace, c.Group), "err", err.Error())
-		}
-		leaderUnread = err != nil
-		if leaderAtWork || err != nil {
-			if leaderAtWork && !waitingForLeader {
-				logger.Info("The Lease of the single-leader mode changed within a lease duration: a leader may be at work; taking no slot, and handing over those held, until it has been still for a lease duration",
-					"lease", klog.KRef(c.Namespace, c.Group), "holder", leader, "handingOver", len(keep))
-			}
-			waitingForLeader = leaderAtWork
-			for _, slot := range keep {
-				if leaderAtWork {
-					slots[slot].stop(nil)
-				}
-			}
-			continue
-		}
-		waitingForLeader = false
-		if v.wait != "" {
-			if v.wait != waitingFor {
-				logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
-					"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
-			}
-			waitingFor = v.wait
-			if v.yield {
-				// Both hold slots and it is older: ours go.
-				for _, slot := range keep {
-					slots[slot].stop(nil)
-				}
-			}
-			continue
-		}
-		waitingFor = ""
-		if v.draining {
-			if !draining {
-				logger.Info("Slots of the previous boundaries are still being handed over; taking none until all are released", "layout", layout.ID())
-			}
-			draining = true
-			continue
-		}
-		draining = false
-		if fresh && len(v.members) > 0 && v.members[0] == c.Identity &&
-			((layoutLease == nil && layout.IsEqual()) || time.Since(layoutSince) >= c.RebalanceEvery) {
-			// The member first in order re-cuts, if the load asks for it.
-			m.rebalance(ctx, leases, layout, layoutLease, v, slots)
-		}
-		release, acquire := Rebalance(keep, v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
-		for _, slot := range release {
-			logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
-			slots[slot].stop(nil)
-		}
-		for _, slot := range acquire {
-			if _, ours := slots[slot]; ours {
-				continue // still stopping here
-			}
-			if time.Since(tickStart) > c.RetryPeriod/2 {
-				break // the rest at the next tick, after the next renewal
-			}
-			l, ok := m.acquire(ctx, leases, v.slots[slot], layout, slot)
-			if !ok {
-				continue
-			}
-			logger.Info("Took a slot", "slot", slot, "members", len(v.members))
-			slots[slot] = m.start(ctx, leases, l, layout, work, finished, workErrs)
 		}
 	}
 }
@@ -991,6 +723,21 @@ func slotTotal(c map[string]int) int {
 		t += w
 	}
 	return t
+}
+
+// label is the layout our member Lease names: the current one, unless a
+// slot of another still runs here. Until it is released, we go on naming
+// the layout of that slot, so that every member, one of an earlier
+// version included, that reads the Lease sees a live member of that
+// layout holding it: a member naming another layout would make the slot
+// look free to a member of the old one.
+func (m *Member) label(slots map[int]*slotState, layout Layout) string {
+	for _, st := range slots {
+		if id := st.slot.Layout.ID(); id != layout.ID() {
+			return id
+		}
+	}
+	return layout.ID()
 }
 
 // runs reports whether a slot with Lease name is one whose Work runs here.

@@ -1,10 +1,12 @@
 // Package shard splits the namespaces of a cluster among replicas of
 // foo-controller in the opt-in sharded mode (-shard-slots; one leader doing
-// everything stays the default): the slots (this file), the members' and
-// slots' Leases and the write fence (member.go), and the filter on each
-// slot's informers (filter.go).
+// everything stays the default): the slots (this file) and their
+// boundaries (layout.go, re-cut for the load by balance.go), the members'
+// and slots' Leases and the write fence (member.go), a member's loop in
+// named steps (run.go), and the filter on each slot's informers
+// (filter.go). Nothing here is needed to read the single-leader loop.
 //
-// The unit of work is a slot: a fixed range of the 64-bit FNV-1a hash of
+// The unit of work is a slot: a range of the 64-bit FNV-1a hash of
 // an object's namespace, the hash the API server itself computes for a
 // shard selector (KEP-5866, ShardedListAndWatch). A namespace, and so a Foo
 // and every Deployment it could own or collide with, falls in exactly one

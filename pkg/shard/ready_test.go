@@ -1,4 +1,4 @@
-package main
+package shard
 
 import (
 	"strings"
@@ -25,7 +25,7 @@ func TestShardReady(t *testing.T) {
 		{"every slot synced", true, map[int]func() bool{0: yes, 3: yes}, ""},
 		{"slots just taken", true, map[int]func() bool{0: yes, 3: no, 1: no}, "caches of slots [1 3] not synced yet"},
 	} {
-		err := shardReady(tc.joined, tc.synced)
+		err := Ready(tc.joined, tc.synced)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%s: not ready: %v", tc.name, err)
