@@ -9,15 +9,18 @@ import (
 	"net/http/httptest"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
@@ -479,5 +482,113 @@ func TestVersion(t *testing.T) {
 		if got := versionLine(buildOf(&tc.bi, tc.stampedVersion, tc.stampedRev)); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestWorkerPoolSharedBySlots: controllers sharing a pool (a sharded
+// replica's slots) sync at most the pool's size of Foos at once between
+// them, whatever workers each runs; one slot with work gets every token,
+// and a slot whose work arrives later is served in turn, not after the
+// busy slot's backlog.
+func TestWorkerPoolSharedBySlots(t *testing.T) {
+	const tokens = 4
+	pool := semaphore.NewWeighted(tokens)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		mu             sync.Mutex
+		inFlight       = map[string]int{}
+		total, peak    int
+		release        = make(chan struct{})
+		controllers    []*Controller
+		foosOf         = map[string][]*samplev1alpha1.Foo{}
+		wg             sync.WaitGroup
+		workersPerSlot = tokens // as runSharded: -workers each, one pool
+	)
+	build := func(slot string) *Controller {
+		f := newFixture(t)
+		for i := range 10 {
+			foo := newFoo(fmt.Sprintf("%s-%d", slot, i), 1)
+			f.withFoo(foo)
+			foosOf[slot] = append(foosOf[slot], foo)
+		}
+		c := f.newController(ctx)
+		c.pool = pool
+		// Every sync holds its token in the Deployment apply until the
+		// test lets one go: an API server of the test's, since the fake
+		// clientset runs one request at a time.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inFlight[slot]++
+			total++
+			peak = max(peak, total)
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			inFlight[slot]--
+			total--
+			mu.Unlock()
+			http.Error(w, "held by the test", http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(srv.Close)
+		kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.kubeclientset = kube
+		for range workersPerSlot {
+			wg.Go(func() { c.runWorker(ctx, ctx) })
+		}
+		controllers = append(controllers, c)
+		return c
+	}
+	state := func() (int, int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight["hot"], inFlight["late"], total
+	}
+	waitFor := func(what string, cond func(hot, late, total int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			hot, late, total := state()
+			if cond(hot, late, total) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: hot %d, late %d in flight, %d in all", what, hot, late, total)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	hot, late := build("hot"), build("late")
+	for _, foo := range foosOf["hot"] {
+		hot.workqueue.Add(keyOf(foo))
+	}
+	waitFor("the busy slot to get every token", func(h, l, total int) bool { return h == tokens && total == tokens })
+	for _, foo := range foosOf["late"] {
+		late.workqueue.Add(keyOf(foo))
+	}
+	// The late slot's workers wait for a token; each one the busy slot
+	// lets go goes to the longest waiter.
+	for range tokens / 2 {
+		release <- struct{}{}
+	}
+	waitFor("the late slot to be served before the busy slot's backlog", func(h, l, total int) bool { return l >= tokens/2 && total == tokens })
+	for range 3 * tokens {
+		release <- struct{}{}
+	}
+	cancel()
+	for _, c := range controllers {
+		c.workqueue.ShutDown()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > tokens {
+		t.Errorf("%d syncs at once over two slots of %d workers each; want at most the pool's %d", peak, workersPerSlot, tokens)
 	}
 }
