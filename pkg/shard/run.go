@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -328,8 +329,14 @@ func (r *memberRun) holdBack(ctx context.Context, v view) bool {
 	r.waitingForLeader = false
 	if v.wait != "" {
 		if v.wait != r.waitingFor {
-			r.logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
-				"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
+			if count, _, _ := strings.Cut(v.waitSlots, "."); count == strconv.Itoa(int(c.Slots)) {
+				// Our slot count, another layout: a re-cut in progress.
+				r.logger.Info("A member still runs slots of the previous boundaries; taking none until it has handed them over",
+					"member", v.wait, "itsLayout", v.waitSlots, "layout", r.layout.ID())
+			} else {
+				r.logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
+					"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
+			}
 		}
 		r.waitingFor = v.wait
 		if v.yield {
