@@ -259,16 +259,10 @@ type leaseWrite struct {
 
 // slotWrites reads, from the cluster's audit log, every successful write
 // of a slot Lease in namespace ns, in the order the API server received
-// them, and every other successful write by a controller replica (its
-// identity from the user agent), by namespace.
-func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent) {
-	leases, writes, _ = slotAndLayoutWrites(t, cl, ns)
-	return leases, writes
-}
-
-// slotAndLayoutWrites is slotWrites, and also the cuts every layout Lease
-// write named (Layout.FormatCuts), by layout Lease name.
-func slotAndLayoutWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent, cuts []string) {
+// them, every other successful write by a controller replica (its
+// identity from the user agent), by namespace, and the cuts each write of
+// a layout Lease named (Layout.FormatCuts).
+func slotWrites(t *testing.T, cl *cluster, ns string) (leases []leaseWrite, writes map[string][]auditEvent, cuts []string) {
 	t.Helper()
 	b, err := os.ReadFile(cl.auditLog)
 	if err != nil {
@@ -401,7 +395,7 @@ func TestShardedReplicasChurn(t *testing.T) {
 // writes it checked, and how many replicas held a slot.
 func checkSlotWrites(t *testing.T, cl *cluster, leaseNS string, slots shard.Slots) (leases []leaseWrite, checked, replicas int) {
 	t.Helper()
-	leases, writes, cuts := slotAndLayoutWrites(t, cl, leaseNS)
+	leases, writes, cuts := slotWrites(t, cl, leaseNS)
 	// Each slot Lease's range, from its name ("…-slot-3-of-4" or
 	// "…-slot-3-of-4.1f…") and the layouts written: a re-cut moves a
 	// namespace from one slot Lease to another.
