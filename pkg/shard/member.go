@@ -46,6 +46,10 @@ const (
 	// of the slots it runs (formatLoad).
 	CutsAnnotation = "shard.samplecontroller.example.com/cuts"
 	LoadAnnotation = "shard.samplecontroller.example.com/load"
+	// RebalanceAnnotation on a member Lease is the member's
+	// -shard-rebalance-skew, absent when 0: only members that re-cut are
+	// candidates to (see observe).
+	RebalanceAnnotation = "shard.samplecontroller.example.com/rebalance-skew"
 )
 
 // Config configures a Member. The timings follow the leader election's
@@ -303,6 +307,14 @@ func (c Config) slotLease(layout Layout, slot int) string {
 	return fmt.Sprintf("%s-slot-%d-of-%s", c.Group, slot, layout.ID())
 }
 
+// memberAnnotations are those of our member Lease at join.
+func (c Config) memberAnnotations() map[string]string {
+	if c.Rebalance.Skew <= 0 {
+		return nil
+	}
+	return map[string]string{RebalanceAnnotation: strconv.FormatFloat(c.Rebalance.Skew, 'g', -1, 64)}
+}
+
 // layoutLease names the Lease that stores a slot count's boundaries.
 func (c Config) layoutLease() string {
 	return fmt.Sprintf("%s-layout-of-%d", c.Group, int(c.Slots))
@@ -366,6 +378,17 @@ type view struct {
 	// loads are the live members' published loads for our layout (see
 	// formatLoad): slot → points, for the slots each runs.
 	loads map[string]map[int][]Point
+	// rebalancers are the live members of our slot count that re-cut
+	// (-shard-rebalance-skew above 0, in RebalanceAnnotation), sorted:
+	// the first one does. A member with re-cutting off is never the one,
+	// whatever its name.
+	rebalancers []string
+}
+
+// countOf is the slot count of a layout ID ("16" of "16.1f…").
+func countOf(layout string) string {
+	n, _, _ := strings.Cut(layout, ".")
+	return n
 }
 
 // observe computes the view from the group's Leases (a snapshot of the
@@ -442,10 +465,18 @@ func observeAsOf(c Config, ours string, leases []*coordinationv1.Lease, seen map
 		switch a := age(l); {
 		case id == c.Identity:
 			self = l
-		case a < c.LeaseDuration && l.Labels[SlotsLabel] == ours:
+		case a < c.LeaseDuration && countOf(l.Labels[SlotsLabel]) == countOf(ours):
+			// Our slot count, whatever its layout: a member that has not
+			// switched to ours yet (it names the old one until it runs no
+			// slot of it) still counts in the share, or the first member
+			// to switch would take every slot and hand most back a tick
+			// later. Its old slots hold everyone back (draining, below).
 			live[id] = true
 			if layout, slots, err := parseLoad(l.Annotations[LoadAnnotation]); err == nil && layout == ours {
 				v.loads[id] = slots
+			}
+			if l.Annotations[RebalanceAnnotation] != "" {
+				v.rebalancers = append(v.rebalancers, id)
 			}
 		case a < c.LeaseDuration:
 			liveOther[id] = l
@@ -473,6 +504,21 @@ func observeAsOf(c Config, ours string, leases []*coordinationv1.Lease, seen map
 		}
 	}
 	slices.Sort(v.members)
+	if c.Rebalance.Skew > 0 {
+		v.rebalancers = append(v.rebalancers, c.Identity)
+	}
+	slices.Sort(v.rebalancers)
+	// Layout Leases of a slot count no live member runs (left by a change
+	// of -shard-slots): a later return to that count starts afresh.
+	liveN := map[string]bool{countOf(ours): true}
+	for _, l := range liveOther {
+		liveN[countOf(l.Labels[SlotsLabel])] = true
+	}
+	for _, l := range leases {
+		if l.Labels[RoleLabel] == LayoutRole && fresh && !liveN[l.Labels[SlotsLabel]] {
+			v.orphans = append(v.orphans, l)
+		}
+	}
 	for _, l := range leases {
 		if l.Labels[RoleLabel] != "slot" {
 			continue
@@ -800,6 +846,18 @@ func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layou
 	var err error
 	if cur == nil {
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// There, but not in our watch: its labels were removed or never
+			// set (a hand edit). Every member ignores it; put the group's
+			// labels back with the new cuts, at the version read.
+			var found *coordinationv1.Lease
+			if found, err = leases.Get(ctx, l.Name, metav1.GetOptions{}); err == nil {
+				logger.Info("The layout Lease exists without the group's labels, so no member sees it (a hand edit); writing it with them", "lease", klog.KObj(found))
+				fixed := found.DeepCopy()
+				fixed.Labels, fixed.Annotations, fixed.Spec = l.Labels, l.Annotations, l.Spec
+				_, err = leases.Update(ctx, fixed, metav1.UpdateOptions{})
+			}
+		}
 	} else {
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
@@ -903,7 +961,7 @@ func (m *Member) join(ctx context.Context, leases leaseClient) (*coordinationv1.
 	now := metav1.NewMicroTime(time.Now())
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: c.memberLease(), Namespace: c.Namespace,
-			Labels: c.labels("member", m.Layout().ID())},
+			Labels: c.labels("member", m.Layout().ID()), Annotations: c.memberAnnotations()},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(c.Identity),
 			LeaseDurationSeconds: ptr.To(int32(c.LeaseDuration.Seconds())),

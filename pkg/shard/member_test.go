@@ -727,6 +727,7 @@ func TestLeaderLive(t *testing.T) {
 // once not run; a member still labelled with the old layout is waited for
 // as one of another slot count; released, the old Leases are orphans.
 func TestObserveNewLayout(t *testing.T) {
+	freeOld := func(name string) *coordinationv1.Lease { return lease(name, "slot", "1", "", "10") }
 	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
 	t0 := time.Unix(1000, 0)
 	const next = "4.00000000000000ab"
@@ -743,10 +744,22 @@ func TestObserveNewLayout(t *testing.T) {
 	if !v.draining || len(v.ownOld) != 1 || v.ownOld[0].Name != oldSelf.Name || len(v.orphans) != 0 {
 		t.Errorf("old slots held by us and b: draining %v, ownOld %v, orphans %d; want draining, ours listed, none orphaned", v.draining, v.ownOld, len(v.orphans))
 	}
-	// b has not switched yet: it is waited for as another layout.
+	// b has not switched yet: its old slot holds us back, and it counts
+	// in the share (or the first to switch would take every slot).
 	bOld := lease("g-member-b", "member", "", "b", "5")
-	if v := observeAsOf(c, next, []*coordinationv1.Lease{self, bOld, oldB}, seen, t0, t0, true); v.wait != "b" || v.draining {
-		t.Errorf("b on the old layout holding its slot: wait %q, draining %v; want wait b", v.wait, v.draining)
+	if v := observeAsOf(c, next, []*coordinationv1.Lease{self, bOld, oldB}, seen, t0, t0, true); v.wait != "" || !v.draining || !slices.Equal(v.members, []string{"b", "self"}) {
+		t.Errorf("b on the old layout holding its slot: wait %q, draining %v, members %v; want draining, b and self sharing", v.wait, v.draining, v.members)
+	}
+	bOldFree := lease("g-member-b", "member", "", "b", "5")
+	if v := observeAsOf(c, next, []*coordinationv1.Lease{self, bOldFree, freeOld("g-slot-1-of-4")}, seen, t0, t0, true); v.draining || !slices.Equal(v.members, []string{"b", "self"}) || Share(c.Slots, v.members, "self") != 2 {
+		t.Errorf("b released its old slot, not relabelled yet: draining %v, members %v; want self's share 2 of 4, not all", v.draining, v.members)
+	}
+	// A layout Lease of a slot count nobody runs goes too; ours stays.
+	layout8 := lease("g-layout-of-8", LayoutRole, "", "", "11")
+	layout8.Labels[SlotsLabel] = "8"
+	layout4 := lease("g-layout-of-4", LayoutRole, "", "", "12")
+	if v := observeAsOf(c, next, []*coordinationv1.Lease{self, layout8, layout4}, seen, t0, t0, true); len(v.orphans) != 1 || v.orphans[0].Name != "g-layout-of-8" {
+		t.Errorf("orphans %v, want the layout Lease of 8 slots only", v.orphans)
 	}
 	// Both released: nothing holds anyone back, the old Leases go.
 	freeSelf := lease("g-slot-0-of-4", "slot", "0", "", "6")
@@ -763,5 +776,64 @@ func TestObserveNewLayout(t *testing.T) {
 	v = observeAsOf(c, next, []*coordinationv1.Lease{self, bLoad, stale}, seen, t0, t0, true)
 	if len(v.loads["b"][1]) != 1 || v.loads["d"] != nil {
 		t.Errorf("loads %v: want b's for slot 1, none of d's (another layout's)", v.loads)
+	}
+}
+
+// TestRebalancers: only members that re-cut (-shard-rebalance-skew above
+// 0, published on their Lease) are candidates, so one with re-cutting off
+// never holds the whole group's re-cuts back by sorting first.
+func TestRebalancers(t *testing.T) {
+	c := Config{Group: "g", Slots: 4, Identity: "self", LeaseDuration: 10 * time.Second}
+	t0 := time.Unix(1000, 0)
+	off := lease("g-member-aaa", "member", "", "aaa", "1") // sorts first, skew 0
+	on := lease("g-member-b", "member", "", "b", "2")
+	on.Annotations = map[string]string{RebalanceAnnotation: "1.5"}
+	all := []*coordinationv1.Lease{lease("g-member-self", "member", "", "self", "3"), off, on}
+	if v := observe(c, all, map[string]observed{}, t0, true); !slices.Equal(v.rebalancers, []string{"b"}) || v.members[0] != "aaa" {
+		t.Errorf("self off: rebalancers %v (members %v), want b alone", v.rebalancers, v.members)
+	}
+	c.Rebalance.Skew = 1.5
+	if v := observe(c, all, map[string]observed{}, t0, true); !slices.Equal(v.rebalancers, []string{"b", "self"}) {
+		t.Errorf("self on: rebalancers %v, want b then self", v.rebalancers)
+	}
+}
+
+// TestRebalanceRestoresAnUnlabelledLayoutLease: a layout Lease whose
+// labels were removed by hand is in no member's watch; the member that
+// re-cuts finds it on create and writes it back with the labels and its
+// new cuts, instead of failing at every tick.
+func TestRebalanceRestoresAnUnlabelledLayoutLease(t *testing.T) {
+	c := Config{Group: "g", Namespace: "ns", Slots: 4, Identity: "self",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Rebalance: Policy{Skew: 1.5, MinLoad: 10}}
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "g-layout-of-4", Namespace: "ns",
+		Annotations: map[string]string{CutsAnnotation: "nonsense"}}})
+	m, err := NewMember(client, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := EqualLayout(4)
+	v := view{holders: map[int]string{}}
+	slots := map[int]*slotState{}
+	for i := range 4 {
+		v.holders[i] = "self"
+		st := &slotState{slot: Slot{Index: i, Layout: layout, Load: &Load{}}}
+		st.slot.Load.Ready()
+		slots[i] = st
+	}
+	for _, ns := range letters() { // all in one or two equal slots
+		slots[layout.Of(ns)].slot.Load.Add(ns, 5)
+	}
+	leases := client.CoordinationV1().Leases("ns")
+	m.rebalance(t.Context(), leases, layout, nil, v, slots)
+	got, err := leases.Get(t.Context(), "g-layout-of-4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[GroupLabel] != "g" || got.Labels[RoleLabel] != LayoutRole {
+		t.Errorf("labels %v, want the group's and the layout role", got.Labels)
+	}
+	if l, err := ParseLayout(4, got.Annotations[CutsAnnotation]); err != nil || l.IsEqual() {
+		t.Errorf("cuts %q (%v), want balanced ones", got.Annotations[CutsAnnotation], err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -99,9 +98,10 @@ func (r *memberRun) tick(ctx context.Context) error {
 	if r.holdBack(ctx, v) {
 		return nil
 	}
-	if snap.fresh && len(v.members) > 0 && v.members[0] == r.c.Identity &&
+	if snap.fresh && len(v.rebalancers) > 0 && v.rebalancers[0] == r.c.Identity &&
 		((layoutLease == nil && r.layout.IsEqual()) || time.Since(r.layoutSince) >= r.c.RebalanceEvery) {
-		// The member first in order re-cuts, if the load asks for it.
+		// The member first in order of those that re-cut does, if the load
+		// asks for it.
 		r.m.rebalance(ctx, r.leases, r.layout, layoutLease, v, r.slots)
 	}
 	r.share(ctx, v, snap)
@@ -117,6 +117,11 @@ func (r *memberRun) renewAndRead() (snapshot, bool, error) {
 	start := time.Now()
 	next := r.self.DeepCopy()
 	next.Labels[SlotsLabel] = m.label(r.slots, r.layout)
+	if a := c.memberAnnotations(); a != nil {
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, RebalanceAnnotation, a[RebalanceAnnotation])
+	} else {
+		delete(next.Annotations, RebalanceAnnotation)
+	}
 	if load := m.publishLoad(r.slots, r.layout); load != "" {
 		metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, load)
 	}
@@ -190,7 +195,7 @@ func (r *memberRun) seeing(snap snapshot) {
 func (r *memberRun) followLayout(snap snapshot) *coordinationv1.Lease {
 	cur, layoutLease, err := layoutOf(r.c, snap.all)
 	if err != nil && layoutLease.ResourceVersion != r.badLayout {
-		r.logger.Error(err, "The layout Lease does not hold valid slot boundaries; using equal ranges until it does (the member that re-balances writes new ones)", "lease", klog.KObj(layoutLease))
+		r.logger.Error(err, "The layout Lease does not hold valid slot boundaries; using equal ranges until it does (a member that re-balances, if any, writes new ones)", "lease", klog.KObj(layoutLease))
 		r.badLayout = layoutLease.ResourceVersion
 	}
 	if cur.ID() == r.layout.ID() {
@@ -281,9 +286,14 @@ func (r *memberRun) tidy(ctx context.Context, v view, snap snapshot) {
 	}
 	for _, l := range v.orphans {
 		// At the version seen: unless a member of its count took it since.
-		if deleteAsSeen(ctx, r.leases, l, c.RetryPeriod) == nil {
-			r.logger.Info("Deleted the Lease of a slot of another slot count, which no live member of that count holds", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
+		if deleteAsSeen(ctx, r.leases, l, c.RetryPeriod) != nil {
+			continue
 		}
+		if l.Labels[RoleLabel] == LayoutRole {
+			r.logger.Info("Deleted the layout Lease of a slot count no live member runs", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
+			continue
+		}
+		r.logger.Info("Deleted the Lease of a slot of another slot count or layout, which no live member of it holds", "lease", klog.KObj(l), "slots", l.Labels[SlotsLabel])
 	}
 }
 
@@ -329,14 +339,10 @@ func (r *memberRun) holdBack(ctx context.Context, v view) bool {
 	r.waitingForLeader = false
 	if v.wait != "" {
 		if v.wait != r.waitingFor {
-			if count, _, _ := strings.Cut(v.waitSlots, "."); count == strconv.Itoa(int(c.Slots)) {
-				// Our slot count, another layout: a re-cut in progress.
-				r.logger.Info("A member still runs slots of the previous boundaries; taking none until it has handed them over",
-					"member", v.wait, "itsLayout", v.waitSlots, "layout", r.layout.ID())
-			} else {
-				r.logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
-					"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
-			}
+			// Another slot count only: a member of ours on the previous
+			// layout counts as ours, and its old slots as draining.
+			r.logger.Info("Another member runs with a different slot count and holds slots; taking none until it is gone",
+				"member", v.wait, "theirSlots", v.waitSlots, "slots", int(c.Slots), "handingOver", v.yield && len(keep) > 0)
 		}
 		r.waitingFor = v.wait
 		if v.yield {
