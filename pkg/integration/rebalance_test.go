@@ -71,6 +71,7 @@ func TestShardedRebalance(t *testing.T) {
 	}
 
 	// The burst, and a namespace created while the ranges move.
+	handedOver := len(a.logLines("Handing a slot over")) + len(b.logLines("Handing a slot over"))
 	const per = 8
 	burst := time.Now()
 	names := map[*scenario][]string{}
@@ -108,6 +109,12 @@ func TestShardedRebalance(t *testing.T) {
 		// namespaces make 9 against 8 the best split.
 		return fa+fb == total && skew <= 1.25, fmt.Sprintf("a %v, b %v of %v Foos: skew %.2f", fa, fb, total, skew)
 	})
+	// A re-cut hands every slot over once and each member takes its share
+	// of the new ones: none takes more and hands the rest back (the
+	// attack saw the first to switch take all 8).
+	if n := len(a.logLines("Handing a slot over")) + len(b.logLines("Handing a slot over")) - handedOver; n > 0 {
+		t.Errorf("%d slots handed over for the share after the re-cut, want none", n)
+	}
 	t.Logf("Foos held: a %v, b %v of %v", gauge(metricsA, "foo_controller_shard_foos"), gauge(metricsB, "foo_controller_shard_foos"), total)
 	if changes := gauge(metricsA, "foo_controller_shard_layout_changes_total") + gauge(metricsB, "foo_controller_shard_layout_changes_total"); changes < 1 {
 		t.Errorf("%v layout changes counted, want at least one", changes)
