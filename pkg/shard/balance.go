@@ -80,12 +80,14 @@ func Skew(weights []int) float64 {
 	return float64(heaviest) * float64(len(weights)) / float64(total)
 }
 
-// Propose cuts n slots so that each holds about 1/n of the points' load:
-// cut k falls at the point where the load to its left comes nearest to
-// k/n of the whole. A point is never split (a namespace is never split),
-// so one namespace heavier than 1/n of the load fills a slot alone and the
-// others share the rest. Points may be in any order. With fewer points
-// than slots, the extra slots are empty ranges beside the last cuts.
+// Propose cuts n slots so that each holds about an equal share of the
+// points' load. A point is never split (a namespace is never split): one
+// heavier than the mean of what the others leave over the slots they
+// leave fills a slot alone, and the others, in the runs of light points
+// between heavy ones, share the remaining slots by weight (each run at
+// least one), cut within a run where its load to the left comes nearest
+// to k/m of the run's. Points may be in any order. With fewer points than
+// slots, the extra slots are empty ranges beside the last cuts.
 func Propose(n Slots, points []Point) (Layout, error) {
 	pts := merge(points)
 	total := 0
@@ -95,27 +97,133 @@ func Propose(n Slots, points []Point) (Layout, error) {
 	if total == 0 || len(pts) < 2 {
 		return Layout{}, fmt.Errorf("shard: no load to balance (%d points)", len(pts))
 	}
-	// left[j]: the load of the points before j.
+	// The heavy points: found again after each, as the mean they are
+	// measured against falls.
+	heavy := map[int]bool{}
+	for changed := true; changed; {
+		changed = false
+		light, slots := total, int(n)-len(heavy)
+		for j := range heavy {
+			light -= pts[j].Weight
+		}
+		for j, p := range pts {
+			if !heavy[j] && slots > 1 && float64(p.Weight)*float64(slots) > float64(light) {
+				heavy[j], changed = true, true
+				slots--
+			}
+		}
+	}
+	// Segments in hash order: each heavy point alone, and each run of
+	// light points between them.
+	type segment struct {
+		pts   []Point
+		slots int
+		heavy bool
+	}
+	var segs []segment
+	lightWeight := 0
+	for j := 0; j < len(pts); {
+		if heavy[j] {
+			segs = append(segs, segment{pts: pts[j : j+1], slots: 1, heavy: true})
+			j++
+			continue
+		}
+		k := j
+		for k < len(pts) && !heavy[k] {
+			lightWeight += pts[k].Weight
+			k++
+		}
+		segs = append(segs, segment{pts: pts[j:k]})
+		j = k
+	}
+	runs := len(segs) - len(heavy)
+	lightSlots := int(n) - len(heavy)
+	if runs > lightSlots || lightWeight == 0 {
+		// Not a slot for every run (a rare mix of heavy and light
+		// points): cut the whole load evenly instead.
+		return proposeEven(n, pts, total)
+	}
+	// Each run at least one slot, the rest by weight, largest remainder
+	// first.
+	given := runs
+	want := make([]float64, len(segs))
+	for i := range segs {
+		if segs[i].heavy {
+			continue
+		}
+		w := 0
+		for _, p := range segs[i].pts {
+			w += p.Weight
+		}
+		want[i] = float64(w) * float64(lightSlots) / float64(lightWeight)
+		segs[i].slots = 1
+	}
+	for ; given < lightSlots; given++ {
+		best := -1
+		for i := range segs {
+			if !segs[i].heavy && (best < 0 || want[i]-float64(segs[i].slots) > want[best]-float64(segs[best].slots)) {
+				best = i
+			}
+		}
+		segs[best].slots++
+	}
+	var cuts []uint64
+	for i, sg := range segs {
+		if i > 0 {
+			cuts = append(cuts, sg.pts[0].Hash)
+		}
+		if sg.slots > 1 {
+			w := 0
+			for _, p := range sg.pts {
+				w += p.Weight
+			}
+			cuts = append(cuts, cutRun(sg.pts, sg.slots, w)...)
+		}
+	}
+	return layoutFrom(n, cuts)
+}
+
+// proposeEven cuts n slots at k/n of the whole load, whatever the points.
+func proposeEven(n Slots, pts []Point, total int) (Layout, error) {
+	return layoutFrom(n, cutRun(pts, int(n), total))
+}
+
+// cutRun returns the m-1 cuts of points (sorted, total their load) into m
+// slots: cut k at the point where the load to its left comes nearest to
+// k/m of the whole. With fewer points than slots, cuts repeat (empty
+// slots, made distinct by layoutFrom).
+func cutRun(pts []Point, m, total int) []uint64 {
+	if len(pts) < 2 {
+		cuts := make([]uint64, m-1)
+		for k := range cuts {
+			cuts[k] = pts[len(pts)-1].Hash + 1
+		}
+		return cuts
+	}
 	left := make([]int, len(pts)+1)
 	for j, p := range pts {
 		left[j+1] = left[j] + p.Weight
 	}
-	cuts := make([]uint64, 0, int(n)-1)
+	cuts := make([]uint64, 0, m-1)
 	j := 1
-	for k := 1; k < int(n); k++ {
-		target := float64(k) * float64(total) / float64(n)
-		// Move right while the next point's start is nearer the target.
+	for k := 1; k < m; k++ {
+		target := float64(k) * float64(total) / float64(m)
 		for j+1 < len(pts) && absDiff(float64(left[j+1]), target) <= absDiff(float64(left[j]), target) {
 			j++
 		}
 		cuts = append(cuts, pts[j].Hash)
 	}
-	// Equal cuts (a point worth several slots, or too few points) become
-	// empty slots: each cut at least one above the one before, and room
-	// left below 2^64 for the ones after.
+	return cuts
+}
+
+// layoutFrom makes cuts valid and returns their layout: equal cuts (a
+// point worth several slots, or too few points) become empty slots, each
+// cut at least one above the one before, with room left below 2^64 for
+// the ones after.
+func layoutFrom(n Slots, cuts []uint64) (Layout, error) {
 	for k := range cuts {
 		if k > 0 && cuts[k] <= cuts[k-1] {
-			cuts[k] = cuts[k-1] + 1
+			cuts[k] = cuts[k-1] + min(1, ^uint64(0)-cuts[k-1])
 		}
 	}
 	for k := len(cuts) - 1; k >= 0; k-- {
