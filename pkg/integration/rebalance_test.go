@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"example.com/foo-controller/pkg/shard"
 )
@@ -52,19 +51,7 @@ func TestShardedRebalance(t *testing.T) {
 		}
 		return l.Annotations[shard.CutsAnnotation], true
 	}
-	held := func() int {
-		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, l := range list.Items {
-			if ptr.Deref(l.Spec.HolderIdentity, "") != "" {
-				n++
-			}
-		}
-		return n
-	}
+	held := func() int { return heldSlotLeases(s) }
 	s.eventually(30*time.Second, "every slot held", func() (bool, string) { return held() == int(slots), strconv.Itoa(held()) })
 	if _, ok := layoutLease(); ok {
 		t.Fatal("a layout Lease before any Foo: nothing to balance yet")

@@ -87,6 +87,23 @@ func slotHolders(s *scenario, slots shard.Slots) map[int]string {
 	return h
 }
 
+// heldSlotLeases counts the slot Leases in s's namespace that name a
+// holder, of any slot count or layout.
+func heldSlotLeases(s *scenario) int {
+	s.t.Helper()
+	list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n := 0
+	for _, l := range list.Items {
+		if ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // TestShardedReplicas: two controller processes with -shard-slots share
 // the namespaces of a cluster. Each takes half the slots; every Foo
 // converges; after the split, each namespace is written to by the one
@@ -328,19 +345,7 @@ func TestShardedReplicasChurn(t *testing.T) {
 	s := spaces[0]
 	args := shardedArgs(cl, s.ns, slots, "-v=2")
 	start := func() *process { return s.launch(controllerBin, nil, args...) }
-	slotLeases := func() int {
-		list, err := s.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: shard.RoleLabel + "=slot"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, l := range list.Items {
-			if ptr.Deref(l.Spec.HolderIdentity, "") != "" {
-				n++
-			}
-		}
-		return n
-	}
+	slotLeases := func() int { return heldSlotLeases(s) }
 
 	a, b := start(), start()
 	s.eventually(30*time.Second, "every slot held", func() (bool, string) { return slotLeases() == int(slots), fmt.Sprint(slotLeases()) })

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,15 +37,7 @@ func Summarize(counts map[string]int, budget int) []Point {
 			total += w
 		}
 	}
-	slices.SortFunc(all, func(a, b ns) int {
-		switch {
-		case a.h < b.h:
-			return -1
-		case a.h > b.h:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b ns) int { return cmp.Compare(a.h, b.h) })
 	limit := max(1, total/max(1, budget))
 	var out []Point
 	for _, n := range all {
@@ -246,15 +239,7 @@ func absDiff(a, b float64) float64 {
 // merge sorts points by hash and adds up those at one hash.
 func merge(points []Point) []Point {
 	pts := slices.Clone(points)
-	slices.SortFunc(pts, func(a, b Point) int {
-		switch {
-		case a.Hash < b.Hash:
-			return -1
-		case a.Hash > b.Hash:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(pts, func(a, b Point) int { return cmp.Compare(a.Hash, b.Hash) })
 	out := pts[:0]
 	for _, p := range pts {
 		if k := len(out) - 1; k >= 0 && out[k].Hash == p.Hash {
