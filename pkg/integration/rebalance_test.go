@@ -93,8 +93,10 @@ func TestShardedRebalance(t *testing.T) {
 		fa, fb := gauge(metricsA, "foo_controller_shard_foos"), gauge(metricsB, "foo_controller_shard_foos")
 		skew := max(fa, fb) / (total / 2)
 		// 17 namespaces of 8 Foos over 8 slots, 4 a replica: whole
-		// namespaces make 9 against 8 the best split.
-		return fa+fb == total && skew <= 1.25, fmt.Sprintf("a %v, b %v of %v Foos: skew %.2f", fa, fb, total, skew)
+		// namespaces make 9 against 8 the best split, and the cut is made
+		// in the burst, on the Foos there by then (runs: 64/72, 72/64,
+		// 56/80). Equal ranges would leave 136 against 0: skew 2.
+		return fa+fb == total && skew <= 1.4, fmt.Sprintf("a %v, b %v of %v Foos: skew %.2f", fa, fb, total, skew)
 	})
 	// A re-cut hands every slot over once and each member takes its share
 	// of the new ones: none takes more and hands the rest back (the
