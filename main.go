@@ -188,7 +188,7 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-shard-slots and -namespace exclude each other: sharding divides namespaces among replicas and never splits one, so namespace %q would all fall in slot %d of %d and the other slots would be empty; for one namespace, run one leader (-leader-elect)",
 			o.namespace, shard.Slots(o.shardSlots).Of(o.namespace), o.shardSlots)
 	case o.shardRebalance.Skew != 0 && o.shardRebalance.Skew < shard.Gain:
-		return o, fmt.Errorf("-shard-rebalance-skew must be 0 (equal ranges, never re-cut) or at least %v (a re-cut must gain that much); got %v", shard.Gain, o.shardRebalance.Skew)
+		return o, fmt.Errorf("-shard-rebalance-skew must be 0 (this replica never re-cuts) or at least %v (a re-cut must gain that much); got %v", shard.Gain, o.shardRebalance.Skew)
 	case o.shardEvery < 0:
 		return o, fmt.Errorf("-shard-rebalance-interval must not be negative, got %v", o.shardEvery)
 	}

@@ -109,24 +109,28 @@ func Propose(n Slots, points []Point) (Layout, error) {
 	// Segments in hash order: each heavy point alone, and each run of
 	// light points between them.
 	type segment struct {
-		pts   []Point
-		slots int
-		heavy bool
+		pts    []Point
+		weight int
+		slots  int
+		heavy  bool
 	}
 	var segs []segment
 	lightWeight := 0
 	for j := 0; j < len(pts); {
 		if heavy[j] {
-			segs = append(segs, segment{pts: pts[j : j+1], slots: 1, heavy: true})
+			segs = append(segs, segment{pts: pts[j : j+1], weight: pts[j].Weight, slots: 1, heavy: true})
 			j++
 			continue
 		}
+		sg := segment{}
 		k := j
 		for k < len(pts) && !heavy[k] {
-			lightWeight += pts[k].Weight
+			sg.weight += pts[k].Weight
 			k++
 		}
-		segs = append(segs, segment{pts: pts[j:k]})
+		sg.pts = pts[j:k]
+		lightWeight += sg.weight
+		segs = append(segs, sg)
 		j = k
 	}
 	runs := len(segs) - len(heavy)
@@ -144,11 +148,7 @@ func Propose(n Slots, points []Point) (Layout, error) {
 		if segs[i].heavy {
 			continue
 		}
-		w := 0
-		for _, p := range segs[i].pts {
-			w += p.Weight
-		}
-		want[i] = float64(w) * float64(lightSlots) / float64(lightWeight)
+		want[i] = float64(segs[i].weight) * float64(lightSlots) / float64(lightWeight)
 		segs[i].slots = 1
 	}
 	for ; given < lightSlots; given++ {
@@ -166,11 +166,7 @@ func Propose(n Slots, points []Point) (Layout, error) {
 			cuts = append(cuts, sg.pts[0].Hash)
 		}
 		if sg.slots > 1 {
-			w := 0
-			for _, p := range sg.pts {
-				w += p.Weight
-			}
-			cuts = append(cuts, cutRun(sg.pts, sg.slots, w)...)
+			cuts = append(cuts, cutRun(sg.pts, sg.slots, sg.weight)...)
 		}
 	}
 	return layoutFrom(n, cuts)

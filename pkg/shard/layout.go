@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,8 +102,7 @@ func (l Layout) N() Slots { return l.n }
 // IsEqual reports whether these are equal ranges.
 func (l Layout) IsEqual() bool { return l.id == strconv.Itoa(int(l.n)) }
 
-// start is slot i's first hash; end its last plus one, with ok false for
-// the last slot, which ends at 2^64.
+// start is slot i's first hash.
 func (l Layout) start(i int) uint64 {
 	if i == 0 {
 		return 0
@@ -162,17 +160,4 @@ func (l Layout) Selector(slots []int) (sharding.Selector, error) {
 		i = j + 1
 	}
 	return sharding.NewSelector(reqs...), nil
-}
-
-// Overlaps reports whether slot i of l and slot j of o share a hash.
-func (l Layout) Overlaps(i int, o Layout, j int) bool {
-	lo := max(l.start(i), o.start(j))
-	// Each range's last hash, inclusive (2^64-1 for a last slot).
-	last := func(x Layout, k int) uint64 {
-		if k == int(x.n)-1 {
-			return math.MaxUint64
-		}
-		return x.cuts[k] - 1
-	}
-	return lo <= min(last(l, i), last(o, j))
 }

@@ -736,9 +736,10 @@ func layoutOf(c Config, leases []*coordinationv1.Lease) (Layout, *coordinationv1
 // its load each (see Summarize).
 const loadBudget = 128
 
-// publishLoad is the load annotation for the slots of layout that we run
-// and whose caches have synced (formatLoad), or "" when there are none.
-func (m *Member) publishLoad(slots map[int]*slotState, layout Layout) string {
+// ownLoad is the load of the slots of layout that we run and whose caches
+// have synced, as we publish it (formatLoad) and as the re-cut reads it:
+// slot → points; nil when there are none.
+func (m *Member) ownLoad(slots map[int]*slotState, layout Layout) map[int][]Point {
 	counts := map[int]map[string]int{}
 	total := 0
 	for _, st := range slots {
@@ -747,20 +748,18 @@ func (m *Member) publishLoad(slots map[int]*slotState, layout Layout) string {
 		}
 		if c, ready := st.slot.Load.snapshot(); ready {
 			counts[st.slot.Index] = c
-			for _, w := range c {
-				total += w
-			}
+			total += slotTotal(c)
 		}
 	}
 	if len(counts) == 0 {
-		return ""
+		return nil
 	}
 	points := map[int][]Point{}
 	for slot, c := range counts {
 		// One limit for all our slots: loadBudget points over our load.
 		points[slot] = Summarize(c, max(1, loadBudget*slotTotal(c)/max(1, total)))
 	}
-	return formatLoad(layout.ID(), points)
+	return points
 }
 
 func slotTotal(c map[string]int) int {
@@ -797,20 +796,17 @@ func (m *Member) runs(slots map[int]*slotState, name string) bool {
 }
 
 // rebalance re-cuts the slot boundaries when the load asks for it
-// (Policy.Decide), from the loads the slots' holders published: only
+// (Policy.Decide), from the loads the slots' holders published (own: ours,
+// as this tick's renewal published it, see ownLoad): only
 // once every slot is held by a live member that published its load, so
 // that no namespace is left out. The new boundaries are written to the
 // layout Lease at the version seen (created if absent): two members that
 // both think themselves first cannot both write. Every member, this one
 // included, then hands its slots over (see Run).
-func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layout, cur *coordinationv1.Lease, v view, slots map[int]*slotState) {
+func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layout, cur *coordinationv1.Lease, v view, own map[int][]Point) {
 	c := m.cfg
 	if c.Rebalance.Skew <= 0 {
 		return
-	}
-	own := map[int][]Point{}
-	if s := m.publishLoad(slots, layout); s != "" {
-		_, own, _ = parseLoad(s)
 	}
 	var points []Point
 	for i := range int(c.Slots) {

@@ -825,7 +825,7 @@ func TestRebalanceRestoresAnUnlabelledLayoutLease(t *testing.T) {
 		slots[layout.Of(ns)].slot.Load.Add(ns, 5)
 	}
 	leases := client.CoordinationV1().Leases("ns")
-	m.rebalance(t.Context(), leases, layout, nil, v, slots)
+	m.rebalance(t.Context(), leases, layout, nil, v, m.ownLoad(slots, layout))
 	got, err := leases.Get(t.Context(), "g-layout-of-4", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -52,9 +52,10 @@ type memberRun struct {
 	leftByName map[string]time.Time
 
 	// layout is the group's slot boundaries, in place here since
-	// layoutSince.
+	// layoutSince; load is what this tick's renewal published of ours.
 	layout      Layout
 	layoutSince time.Time
+	load        map[int][]Point
 	// leaderSeen is what we know of the single-leader mode's Lease (see
 	// leaderLive).
 	leaderSeen observed
@@ -102,7 +103,7 @@ func (r *memberRun) tick(ctx context.Context) error {
 		((layoutLease == nil && r.layout.IsEqual()) || time.Since(r.layoutSince) >= r.c.RebalanceEvery) {
 		// The member first in order of those that re-cut does, if the load
 		// asks for it.
-		r.m.rebalance(ctx, r.leases, r.layout, layoutLease, v, r.slots)
+		r.m.rebalance(ctx, r.leases, r.layout, layoutLease, v, r.load)
 	}
 	r.share(ctx, v, snap)
 	return nil
@@ -122,8 +123,9 @@ func (r *memberRun) renewAndRead() (snapshot, bool, error) {
 	} else {
 		delete(next.Annotations, RebalanceAnnotation)
 	}
-	if load := m.publishLoad(r.slots, r.layout); load != "" {
-		metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, load)
+	r.load = m.ownLoad(r.slots, r.layout)
+	if r.load != nil {
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, formatLoad(r.layout.ID(), r.load))
 	}
 	renewed, err := m.renew(r.apiCtx, r.leases, next)
 	if err != nil {
