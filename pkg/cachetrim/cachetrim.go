@@ -27,12 +27,10 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // Transform is a cache.TransformFunc that drops what the controller never
 // reads. It modifies the object in place, or returns a smaller one in its
 // place, which a transform may do: the informer has not shared it with
-// anyone yet.
+// anyone yet. client-go never hands it a tombstone
+// (cache.DeletedFinalStateUnknown): the object in one was transformed when
+// it entered the cache.
 func Transform(obj any) (any, error) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		trimmed, err := Transform(tomb.Obj)
-		return cache.DeletedFinalStateUnknown{Key: tomb.Key, Obj: trimmed}, err
-	}
 	if dep, ok := obj.(*appsv1.Deployment); ok {
 		return plan.CachedDeployment(dep), nil
 	}

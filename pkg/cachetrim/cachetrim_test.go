@@ -6,7 +6,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 func fat() *corev1.ConfigMap {
@@ -35,17 +34,6 @@ func TestTransform(t *testing.T) {
 	}
 }
 
-func TestTransformTombstone(t *testing.T) {
-	out, err := Transform(cache.DeletedFinalStateUnknown{Key: "ns/d", Obj: fat()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tomb := out.(cache.DeletedFinalStateUnknown)
-	if tomb.Key != "ns/d" || tomb.Obj.(*corev1.ConfigMap).ManagedFields != nil {
-		t.Errorf("tombstone: %+v", tomb)
-	}
-}
-
 func TestTransformLeavesOtherValues(t *testing.T) {
 	if out, err := Transform("not an object"); err != nil || out != "not an object" {
 		t.Errorf("got %v, %v", out, err)
@@ -59,17 +47,12 @@ func TestTransformCutsDeployments(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "d", Annotations: map[string]string{"a": "b"}},
 		Spec:       appsv1.DeploymentSpec{RevisionHistoryLimit: new(int32)},
 	}
-	for _, obj := range []any{dep, cache.DeletedFinalStateUnknown{Key: "ns/d", Obj: dep}} {
-		out, err := Transform(obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tomb, ok := out.(cache.DeletedFinalStateUnknown); ok {
-			out = tomb.Obj
-		}
-		d := out.(*appsv1.Deployment)
-		if d.Name != "d" || d.Annotations != nil || d.Spec.RevisionHistoryLimit != nil {
-			t.Errorf("%T: got %+v", obj, d)
-		}
+	out, err := Transform(dep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.(*appsv1.Deployment)
+	if d.Name != "d" || d.Annotations != nil || d.Spec.RevisionHistoryLimit != nil {
+		t.Errorf("got %+v", d)
 	}
 }

@@ -127,17 +127,25 @@ func (f *Fence) checkLocked() error {
 // WrapTransport is a rest.Config WrapTransport that puts the Fence in front
 // of every write of the clients built from that config.
 func (f *Fence) WrapTransport(rt http.RoundTripper) http.RoundTripper {
-	return &fencedTransport{fence: f, next: rt}
+	return GuardWrites(rt, func(*http.Request) error { return f.Check() })
 }
 
-type fencedTransport struct {
-	fence *Fence
+// GuardWrites returns a RoundTripper that sends a write (any method but
+// GET, HEAD and OPTIONS) only if check passes, and every read as it comes.
+// Writes to Leases (coordination.k8s.io) always pass: renewing and
+// releasing are what the check is built on.
+func GuardWrites(rt http.RoundTripper, check func(*http.Request) error) http.RoundTripper {
+	return &guardedTransport{check: check, next: rt}
+}
+
+type guardedTransport struct {
+	check func(*http.Request) error
 	next  http.RoundTripper
 }
 
-func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isWrite(req.Method) && !strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
-		if err := t.fence.Check(); err != nil {
+		if err := t.check(req); err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close() // RoundTrip must close it, even on error
 			}

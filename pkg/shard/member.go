@@ -255,11 +255,17 @@ func (m *Member) Check(namespace string) error {
 }
 
 // WrapTransport is a rest.Config WrapTransport that refuses every write
-// the member may not send (see Check). Its Dial guard is the member's
-// (DialGuard): once the member stopped renewing, nothing is written on
-// the connections beneath at all.
+// the member may not send (see Check), one check per write. With Dial,
+// once the member stopped renewing, nothing is written on the connections
+// beneath at all.
 func (m *Member) WrapTransport(rt http.RoundTripper) http.RoundTripper {
-	return &memberTransport{m: m, next: m.fence.WrapTransport(rt)}
+	return leader.GuardWrites(rt, func(req *http.Request) error {
+		var ns string
+		if s := namespaced.FindStringSubmatch(req.URL.Path); s != nil {
+			ns = s[1]
+		}
+		return m.Check(ns)
+	})
 }
 
 // Dial is the member's guard on connections (see leader.Fence.Dial).
@@ -267,32 +273,10 @@ func (m *Member) Dial(dial func(ctx context.Context, network, address string) (n
 	return m.fence.Dial(dial)
 }
 
-type memberTransport struct {
-	m    *Member
-	next http.RoundTripper
-}
-
 // namespaced finds the namespace in a request path: /api/v1/namespaces/NS/…
 // and /apis/GROUP/VERSION/namespaces/NS/…; a write to a Namespace itself
 // (…/namespaces/NS with nothing after) is not a write in NS.
 var namespaced = regexp.MustCompile(`^/(?:api/[^/]+|apis/[^/]+/[^/]+)/namespaces/([^/]+)/`)
-
-func (t *memberTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodOptions &&
-		!strings.HasPrefix(req.URL.Path, "/apis/coordination.k8s.io/") {
-		var ns string
-		if s := namespaced.FindStringSubmatch(req.URL.Path); s != nil {
-			ns = s[1]
-		}
-		if err := t.m.Check(ns); err != nil {
-			if req.Body != nil {
-				_ = req.Body.Close()
-			}
-			return nil, err
-		}
-	}
-	return t.next.RoundTrip(req)
-}
 
 // Lease names. An identity is a host name and a random suffix joined by
 // "_" (leader.Identity), which a name may not hold.

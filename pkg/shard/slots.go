@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/bits"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/sharding"
 )
@@ -78,16 +77,4 @@ func (n Slots) Validate() error {
 		return fmt.Errorf("shard slots must be 1 to 256, got %d", int(n))
 	}
 	return nil
-}
-
-// List names slots for logs: "3,4,5".
-func List(slots []int) string {
-	var b strings.Builder
-	for i, s := range slots {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprint(&b, s)
-	}
-	return b.String()
 }
