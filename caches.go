@@ -4,7 +4,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -51,7 +50,7 @@ func (c *Controller) recheckUnseen(dep *appsv1.Deployment) syncResult {
 	if dep == nil {
 		return syncResult{}
 	}
-	if _, err := c.deploymentsLister.Deployments(dep.Namespace).Get(dep.Name); !apierrors.IsNotFound(err) {
+	if _, seen, err := c.informedDeployments.GetByKey(cache.MetaObjectToName(dep).String()); seen || err != nil {
 		return syncResult{}
 	}
 	return requeueAfter(unseenRecheckAfter)

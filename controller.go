@@ -14,7 +14,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -57,15 +56,13 @@ type Controller struct {
 	// mutationCacheTTL.
 	deployments       cache.MutationCache
 	deploymentsSynced cache.InformerSynced
-	// deploymentsLister reads the informer's store alone, without our
-	// writes: only to tell a Deployment the informer has seen from one we
-	// know only from our own write (see recheckUnseen).
-	deploymentsLister appslisters.DeploymentLister
-	// deploymentIndex is the informer's store alone too, for its index of
+	// informedDeployments is the informer's store alone, without our
+	// writes: to tell a Deployment the informer has seen from one we know
+	// only from our own write (see recheckUnseen), and for its index of
 	// Deployments by controlling Foo (see pruneDeployments).
-	deploymentIndex cache.Indexer
-	foos            cache.MutationCache
-	foosSynced      cache.InformerSynced
+	informedDeployments cache.Indexer
+	foos                cache.MutationCache
+	foosSynced          cache.InformerSynced
 
 	// workqueue serialises work per Foo: a key is never processed by two
 	// workers at once, and a key added many times while waiting is
@@ -129,19 +126,18 @@ func NewController(
 		fooclientset:  fooclientset,
 		// We create Deployments: a created one must be visible before the
 		// informer sees it, or the next sync creates it again.
-		deployments:       newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
-		deploymentsSynced: deploymentInformer.Informer().HasSynced,
-		deploymentsLister: deploymentInformer.Lister(),
-		deploymentIndex:   deploymentInformer.Informer().GetIndexer(),
-		foos:              newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
-		foosSynced:        fooInformer.Informer().HasSynced,
-		workqueue:         newQueue(cc.queueName, queueLanes),
-		lanes:             queueLanes,
-		corrections:       corrections.New[types.UID](correctionEvery, correctionBurst),
-		statusPacer:       pacer.New[cache.ObjectName](statusProgressInterval),
-		recorder:          recorder,
-		clock:             clock.RealClock{},
-		pool:              cc.pool,
+		deployments:         newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
+		deploymentsSynced:   deploymentInformer.Informer().HasSynced,
+		informedDeployments: deploymentInformer.Informer().GetIndexer(),
+		foos:                newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
+		foosSynced:          fooInformer.Informer().HasSynced,
+		workqueue:           newQueue(cc.queueName, queueLanes),
+		lanes:               queueLanes,
+		corrections:         corrections.New[types.UID](correctionEvery, correctionBurst),
+		statusPacer:         pacer.New[cache.ObjectName](statusProgressInterval),
+		recorder:            recorder,
+		clock:               clock.RealClock{},
+		pool:                cc.pool,
 	}
 
 	logger.V(4).Info("Setting up event handlers")

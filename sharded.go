@@ -9,12 +9,10 @@ import (
 	"golang.org/x/sync/semaphore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/shard"
 )
@@ -25,8 +23,8 @@ import (
 // workqueue of its own. A slot's controller is started when the member
 // takes the slot and stopped, its in-flight syncs finished, before the
 // member releases it (shard.Member.Run). See docs/sharding.md.
-func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient kubernetes.Interface,
-	fooClient clientset.Interface, recorder events.EventRecorder, ready *atomic.Pointer[func() error]) error {
+func runSharded(ctx context.Context, o options, member *shard.Member, cs *clients,
+	recorder events.EventRecorder, ready *atomic.Pointer[func() error]) error {
 	logger := klog.FromContext(ctx)
 
 	// Whether the API server filters decides what a slot costs: with the
@@ -34,7 +32,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 	// ShardedListAndWatch gate off), every slot's watches receive
 	// everything, decode it and drop what is not theirs.
 	filters, err := shard.ServerFilters(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return kubeClient.AppsV1().Deployments(o.namespace).List(ctx, opts)
+		return cs.kube.AppsV1().Deployments(o.namespace).List(ctx, opts)
 	})
 	if err != nil {
 		return err
@@ -80,7 +78,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 			metrics.ShardSlots.Set(float64(len(controllers)))
 			mu.Unlock()
 		}()
-		inf, err := shard.NewSlotInformers(kubeClient, fooClient, o.namespace, s, o.resyncPeriod)
+		inf, err := shard.NewSlotInformers(cs.kube, cs.foo, o.namespace, s, o.resyncPeriod)
 		if err != nil {
 			return err
 		}
@@ -89,7 +87,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, kubeClient
 			return err
 		}
 		defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
-		c, err := NewController(ctx, kubeClient, fooClient, inf.Deployments, inf.Foos, recorder,
+		c, err := NewController(ctx, cs.kube, cs.foo, inf.Deployments, inf.Foos, recorder,
 			WithQueueName(queueName), WithWorkerPool(pool))
 		if err != nil {
 			return err

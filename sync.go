@@ -428,7 +428,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 // controls under a name other than the one it declares, and not already
 // being deleted.
 func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
-	keys, err := c.deploymentIndex.IndexKeys(deploymentByFooUID, string(foo.UID))
+	keys, err := c.informedDeployments.IndexKeys(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return true // look the slow way
 	}
@@ -437,7 +437,7 @@ func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
 		if k == current {
 			return false
 		}
-		obj, exists, err := c.deploymentIndex.GetByKey(k)
+		obj, exists, err := c.informedDeployments.GetByKey(k)
 		return err != nil || (exists && obj.(*appsv1.Deployment).DeletionTimestamp == nil)
 	})
 }

@@ -263,6 +263,15 @@ type Policy struct {
 // be re-cut again and again for a sliver.
 const Gain = 1.2
 
+// Validate rejects a skew no re-cut could satisfy: below Gain, a cut that
+// balances the load perfectly would still not be better enough.
+func (p Policy) Validate() error {
+	if p.Skew != 0 && p.Skew < Gain {
+		return fmt.Errorf("a re-balance skew must be 0 (this replica never re-cuts) or at least %v (a re-cut must gain that much); got %v", Gain, p.Skew)
+	}
+	return nil
+}
+
 // Decide returns the layout to move to from cur, given the load of every
 // slot of cur, or false to stay: only past the policy's skew, with enough
 // load, and when the proposal is better by Gain.

@@ -82,8 +82,11 @@ func (c Config) Validate() error {
 	if c.Group == "" || c.Namespace == "" || c.Identity == "" {
 		return errors.New("shard: group, namespace and identity must be set")
 	}
-	if c.Rebalance.Skew < 0 || (c.Rebalance.Skew > 0 && c.Rebalance.Skew < Gain) || c.RebalanceEvery < 0 {
-		return fmt.Errorf("shard: a re-balance skew must be 0 (never) or at least %v, and its interval not negative", Gain)
+	if err := c.Rebalance.Validate(); err != nil {
+		return fmt.Errorf("shard: %w", err)
+	}
+	if c.RebalanceEvery < 0 {
+		return errors.New("shard: the re-balance interval must not be negative")
 	}
 	return leader.Config{LeaseName: c.Group, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.Validate()
 }
