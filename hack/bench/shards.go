@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/promtext"
 	"example.com/foo-controller/pkg/shard"
 )
@@ -596,7 +595,7 @@ func resetLayout(ctx context.Context, c clients, o options) error {
 	group := controllerFlag(o.controller.args, "leader-elect-lease-name", "foo-controller")
 	ns := controllerFlag(o.controller.args, "leader-elect-namespace", "")
 	if ns == "" {
-		ns = leader.DefaultNamespace()
+		ns = metav1.NamespaceDefault // the kubeconfig of our own plane names no namespace
 	}
 	sel := labels.Set{shard.GroupLabel: group, shard.RoleLabel: shard.LayoutRole}.String()
 	leases, err := c.kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})

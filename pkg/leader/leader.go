@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,20 +88,6 @@ func Identity() string {
 		host = "foo-controller"
 	}
 	return host + "_" + utilrand.String(8)
-}
-
-// serviceAccountNamespace is where Kubernetes mounts the pod's namespace.
-const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// DefaultNamespace is the pod's own namespace when running in a cluster,
-// else "default".
-func DefaultNamespace() string {
-	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
-	}
-	return metav1.NamespaceDefault
 }
 
 // ErrLost is why leadership ended while the process still wanted to lead:
