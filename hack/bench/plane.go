@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // plane is the local control plane's processes by component (etcd,
@@ -59,9 +59,7 @@ type cpuMark struct {
 // left out, so that a phase's figures are for those that ran all of it.
 func (p plane) mark(ctrls ...*controllerProc) cpuMark {
 	m := cpuMark{at: time.Now(), cpu: map[string]float64{}}
-	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		m.busy, _ = machineBusy(b)
-	}
+	m.busy, _ = machineBusy()
 	for name, pid := range p {
 		if s, err := pidCPUSeconds(pid); err == nil {
 			m.cpu[name] = s
@@ -102,24 +100,20 @@ func cpuFigures(phase string, a, b cpuMark) figures {
 	return fig
 }
 
-// machineBusy is the busy CPU seconds of the whole machine since boot,
-// from /proc/stat's first line: user, nice, system, irq, softirq and steal
-// (idle and iowait are not busy; guest time is already in user).
-func machineBusy(stat []byte) (float64, error) {
-	line, _, _ := bytes.Cut(stat, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+// machineBusy is the busy CPU seconds of the whole machine since boot:
+// user, nice, system, irq, softirq and steal (idle and iowait are not busy;
+// guest time is already in user).
+func machineBusy() (float64, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, err
 	}
-	var busy float64
-	for _, i := range []int{1, 2, 3, 6, 7, 8} {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return 0, err
-		}
-		busy += v
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, err
 	}
-	return busy / clockTicks, nil
+	c := st.CPUTotal
+	return c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal, nil
 }
 
 // cpuSummary is one line per phase: the cores used and the processes that
@@ -156,26 +150,15 @@ func cpuSummary(m figures) []string {
 }
 
 // pidCPUSeconds is the CPU time (user + system) process pid has used so
-// far, from /proc/<pid>/stat.
+// far.
 func pidCPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	return statCPU(b)
-}
-
-func statCPU(b []byte) (float64, error) {
-	// The command name (field 2) may hold spaces; fields count from the
-	// last ')'. utime and stime are fields 14 and 15, in clock ticks.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat: %q", b)
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
+	st, err := p.Stat()
+	if err != nil {
 		return 0, err
 	}
-	return (utime + stime) / clockTicks, nil
+	return st.CPUTime(), nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"example.com/foo-controller/pkg/promtext"
 )
@@ -141,33 +140,19 @@ func (c *controllerProc) peakRSS() (int64, error) {
 	return v, nil
 }
 
-// memStatus is the Vm* and Rss* lines of /proc/<pid>/status, in bytes:
-// RssFile (pages of the binary) against RssAnon (heap, stacks) shows what
-// the resident size is made of.
+// memStatus is the memory lines of /proc/<pid>/status, in bytes: VmHWM,
+// VmRSS, and RssFile (pages of the binary) against RssAnon (heap, stacks),
+// which shows what the resident size is made of.
 func (c *controllerProc) memStatus() (map[string]int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	p, err := procfs.NewProc(c.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = f.Close() }()
-	out := map[string]int64{}
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, rest, ok := strings.Cut(s.Text(), ":")
-		if !ok || (!strings.HasPrefix(k, "Vm") && !strings.HasPrefix(k, "Rss")) {
-			continue
-		}
-		fields := strings.Fields(rest) // "12345 kB"
-		if len(fields) == 0 {
-			continue
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out[k] = kb * 1024
+	st, err := p.NewStatus()
+	if err != nil {
+		return nil, err
 	}
-	return out, s.Err()
+	return map[string]int64{"VmHWM": int64(st.VmHWM), "VmRSS": int64(st.VmRSS), "RssAnon": int64(st.RssAnon), "RssFile": int64(st.RssFile)}, nil
 }
 
 // cpuSeconds is the CPU time (user + system) the controller has used so
@@ -175,10 +160,6 @@ func (c *controllerProc) memStatus() (map[string]int64, error) {
 func (c *controllerProc) cpuSeconds() (float64, error) {
 	return pidCPUSeconds(c.cmd.Process.Pid)
 }
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times: 100 on Linux
-// everywhere it runs (sysconf(_SC_CLK_TCK)).
-const clockTicks = 100
 
 // sample is one scrape of /metrics.
 type sample promtext.Families
