@@ -226,6 +226,13 @@ func TestHealthCheckFailsForALeaderPastItsRenewDeadline(t *testing.T) {
 		return false, nil, nil
 	})
 	c := fast("a")
+	// The check must fail at the renew deadline, not at the lease duration
+	// (the adaptor's own threshold, were HealthzTimeout 0). A lease
+	// duration far past the deadline tells the two apart with a second of
+	// slack for a loaded machine: the check failed 2.17 s after the
+	// renewals stopped (deadline 2 s) while go vet ran beside the test.
+	c.LeaseDuration = 3 * c.RenewDeadline
+	slack := time.Second
 	health := leaderelection.NewLeaderHealthzAdaptor(c.HealthzTimeout())
 	started := make(chan struct{})
 	go func() {
@@ -248,7 +255,7 @@ func TestHealthCheckFailsForALeaderPastItsRenewDeadline(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if d := time.Since(since); d > c.RenewDeadline+c.RetryPeriod {
-		t.Errorf("the health check failed %v after the renewals stopped, want by the renew deadline %v", d, c.RenewDeadline)
+	if d := time.Since(since); d < c.RenewDeadline-c.RetryPeriod || d > c.RenewDeadline+slack {
+		t.Errorf("the health check failed %v after the renewals stopped, want at the renew deadline %v (lease duration %v)", d, c.RenewDeadline, c.LeaseDuration)
 	}
 }
