@@ -242,3 +242,51 @@ func TestSyncStatusWriteFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncReportsAnApplyThatKeepsFailing: an admission webhook the API
+// server cannot call fails every apply with a 500, which may lift by
+// itself and is retried as transient; once it has failed
+// reportAfterFailures syncs in a row, the Foo says why (with one Event),
+// and it is still retried. An overloaded API server (503) is never
+// reported: a status write would only add to its load.
+func TestSyncReportsAnApplyThatKeepsFailing(t *testing.T) {
+	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "deployments.policy.example.com": failed to call webhook: Post "https://policy.example.svc:443/validate": dial tcp 10.96.0.9:443: connect: connection refused`))
+	overloaded := apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	for _, tc := range []struct {
+		name     string
+		err      error
+		failures int
+		reported bool
+	}{
+		{"webhook, first failures", webhook, reportAfterFailures - 1, false},
+		{"webhook, persisting", webhook, reportAfterFailures, true},
+		{"API server overloaded, persisting", overloaded, 3 * reportAfterFailures, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			f := newFixture(t).withFoo(foo)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.err
+			})
+			for range tc.failures {
+				c.workqueue.AddRateLimited(keyOf(foo))
+			}
+			_, err := c.syncHandler(ctx, keyOf(foo))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("the error must still be returned (for retry with backoff): %v", err)
+			}
+			if !tc.reported {
+				assertActions(t, "foo", f.client.Actions(), nil)
+				assertEvents(t, drainEvents(f.recorder))
+				return
+			}
+			ready := readyOf(t, appliedStatus(t, f.client.Actions()))
+			if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "failed calling webhook") {
+				t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
+			}
+			assertEvents(t, drainEvents(f.recorder), "Warning DeploymentApplyFailed")
+		})
+	}
+}

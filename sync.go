@@ -54,14 +54,16 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	}
 	obs, held, err := c.syncDeployment(ctx, foo)
 	if err != nil {
-		if !isPermanent(err) {
+		if !isPermanent(err) && !persists(err, c.workqueue.NumRequeues(key)) {
 			return syncResult{}, err
 		}
 		// The API server refused the Deployment itself (quota, admission
-		// policy, ...): the user must see why, on the Foo. The error is
-		// still returned, so the apply is retried with backoff. The
-		// condition's message names the Deployment already: it quotes
-		// the API server's own words, not our wrapping of them.
+		// policy, ...), or answers every try with an error of another kind
+		// (an admission webhook it cannot call): the user must see why, on
+		// the Foo. The error is still returned, so the apply is retried
+		// with backoff. The condition's message names the Deployment
+		// already: it quotes the API server's own words, not our wrapping
+		// of them.
 		obs.ApplyError = err
 		var refusal *apierrors.StatusError
 		if errors.As(err, &refusal) {
@@ -449,6 +451,29 @@ func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
 func isPermanent(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
 		apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// reportAfterFailures is how many syncs in a row must fail before an
+// error that may lift by itself is reported on the Foo: with the queue's
+// backoff (5 ms doubling), about 20 s of failures, past a webhook's
+// restart.
+const reportAfterFailures = 12
+
+// persists reports whether err, after failures syncs of the key failed in
+// a row, is worth reporting on the Foo although it may lift by itself: an
+// answer of the API server that is not about its own load or our stale
+// copy. The usual case is an admission webhook that cannot be called (500,
+// "failed calling webhook") or that denies with a code of its own. An API
+// server that is away, overloaded (429, 503, 504) or a conflict on a stale
+// object is left to the retries: a status write would add to the load, or
+// the next sync fixes it.
+func persists(err error, failures int) bool {
+	var status apierrors.APIStatus
+	if failures < reportAfterFailures || !errors.As(err, &status) {
+		return false
+	}
+	return !apierrors.IsConflict(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) &&
+		!apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err)
 }
 
 func replicasOf(dep *appsv1.Deployment) int32 {

@@ -22,7 +22,9 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -653,4 +655,68 @@ func (s *scenario) denyToController(prefix string, rule admissionregistrationv1.
 			return !d, state
 		})
 	}
+}
+
+// TestUnreachableWebhookIsReported: a validating webhook for Deployments
+// that the API server cannot call (failurePolicy Fail) fails every apply
+// with a 500, which is not the API server refusing the object and may lift
+// by itself. The controller retries it with backoff, and once
+// reportAfterFailures tries in a row have failed (about 20 s), the Foo says
+// why: Ready=False, DeploymentApplyFailed, quoting "failed calling
+// webhook". Once the webhook is gone, a retry converges the Foo.
+func TestUnreachableWebhookIsReported(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	name := "unreachable-" + s.ns
+	hooks := s.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	_, err := hooks.Create(s.ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "deployments.unreachable.example.com",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/validate")},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+			}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": s.ns}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](2),
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func() { _ = hooks.Delete(context.Background(), name, metav1.DeleteOptions{}) }
+	t.Cleanup(remove)
+	s.eventually(30*time.Second, "the webhook to be in force", func() (bool, string) {
+		_, err := s.kube.AppsV1().Deployments(s.ns).Create(s.ctx, probeDeployment(corev1.ContainerPort{ContainerPort: 80}),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "failed calling webhook"), fmt.Sprintf("dry-run create: %v", err)
+	})
+
+	s.startController()
+	start := time.Now()
+	s.createFoo(newFoo("web", "web", 1))
+	s.eventually(2*time.Minute, "Ready=False/DeploymentApplyFailed quoting the webhook", func() (bool, string) {
+		foo, err := s.getFoo("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentApplyFailed &&
+			strings.Contains(c.Message, "failed calling webhook"), fmt.Sprintf("%+v", foo.Status.Conditions)
+	})
+	reported := time.Since(start)
+	t.Logf("reported on the Foo %v after it was created", reported.Round(time.Millisecond))
+	// Not at the first failure: a webhook restarting for a few seconds
+	// says nothing on the Foo (5 ms doubling: 12 tries take about 20 s).
+	if reported < 10*time.Second {
+		t.Errorf("reported %v after the Foo was created; want after about 20 s of retries", reported)
+	}
+
+	remove()
+	s.waitConverged("web", 2*time.Minute)
+	t.Logf("converged %v after the webhook was removed", (time.Since(start) - reported).Round(time.Millisecond))
 }

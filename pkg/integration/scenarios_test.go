@@ -319,6 +319,30 @@ func TestDeletionPolicies(t *testing.T) {
 	if _, err := s.getDeployment("kept"); err != nil {
 		t.Errorf("the kept Deployment went away: %v", err)
 	}
+
+	// The same Foo created again meets the Deployment its predecessor
+	// left. It selects the old Foo's pods (by UID) and a selector cannot
+	// change, so it is not adopted: the Foo says so and what to do, and
+	// converges once the user deletes it.
+	again := newFoo("orphan", "kept", 1)
+	again.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	s.createFoo(again)
+	s.eventually(time.Minute, "Ready=False/DeploymentConflict naming the earlier Foo", func() (bool, string) {
+		foo, err := s.getFoo("orphan")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentConflict &&
+			strings.Contains(c.Message, "left by an earlier Foo"), fmt.Sprintf("%+v", foo.Status.Conditions)
+	})
+	if d, err := s.getDeployment("kept"); err != nil || d.Labels[plan.FooUIDLabel] != string(kept.Labels[plan.FooUIDLabel]) {
+		t.Fatalf("the earlier Foo's Deployment must be left as it was: %v", err)
+	}
+	if err := s.kube.AppsV1().Deployments(s.ns).Delete(s.ctx, "kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitConverged("orphan", time.Minute)
 }
 
 func TestInvalidFoosAreRejected(t *testing.T) {

@@ -71,6 +71,17 @@ func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
 	return ref != nil && ref.UID == fooUID
 }
 
+// LeftBehind reports whether dep, which is not foo's, was created by this
+// controller for another Foo that no longer controls it: our labels, that
+// Foo's UID, no controller (a Foo deleted with deletionPolicy: Orphan).
+func LeftBehind(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) bool {
+	if dep == nil {
+		return false
+	}
+	uid, ok := dep.Labels[FooUIDLabel]
+	return ok && uid != string(foo.UID) && dep.Labels[ManagedByLabel] == ManagedByValue && metav1.GetControllerOfNoCopy(dep) == nil
+}
+
 // Classify says whether dep belongs to foo.
 func Classify(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) Ownership {
 	if IsControlledBy(dep, foo.UID) {

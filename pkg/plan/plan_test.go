@@ -94,6 +94,42 @@ func unobserved(d *appsv1.Deployment) *appsv1.Deployment {
 	return d
 }
 
+// TestLeftBehind: a Deployment an earlier Foo left (deletionPolicy:
+// Orphan) is told apart from someone else's, for the conflict's message.
+func TestLeftBehind(t *testing.T) {
+	foo := testFoo()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*appsv1.Deployment)
+		want   bool
+	}{
+		{"ours, controlled", func(*appsv1.Deployment) {}, false},
+		{"orphaned by an earlier Foo", func(d *appsv1.Deployment) { d.OwnerReferences = nil; d.Labels[FooUIDLabel] = "earlier" }, true},
+		{"orphaned by this Foo (adopted instead)", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, false},
+		{"another Foo's, still controlled", func(d *appsv1.Deployment) { d.Labels[FooUIDLabel] = "earlier" }, false},
+		{"our UID label, another manager", func(d *appsv1.Deployment) {
+			d.OwnerReferences = nil
+			d.Labels = map[string]string{FooUIDLabel: "earlier", ManagedByLabel: "helm"}
+		}, false},
+		{"no labels", func(d *appsv1.Deployment) { d.OwnerReferences = nil; d.Labels = nil }, false},
+	} {
+		d := rolledOut(foo)
+		tc.mutate(d)
+		if got := LeftBehind(d, foo); got != tc.want {
+			t.Errorf("%s: LeftBehind = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if LeftBehind(nil, foo) {
+		t.Error("LeftBehind(nil) = true")
+	}
+	left := rolledOut(foo)
+	left.OwnerReferences, left.Labels[FooUIDLabel] = nil, "earlier"
+	c := StalledCondition(foo, Observation{Deployment: left, Conflict: true})
+	if c == nil || c.Reason != samplev1alpha1.ReasonDeploymentConflict || !strings.Contains(c.Message, "left by an earlier Foo") {
+		t.Errorf("Stalled for an earlier Foo's orphan: %+v", c)
+	}
+}
+
 func TestControllerFooAndClassify(t *testing.T) {
 	foo := testFoo()
 	tests := []struct {

@@ -102,6 +102,12 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 	case obs.ApplyError != nil:
 		c.Reason = samplev1alpha1.ReasonDeploymentApplyFailed
 		c.Message = fmt.Sprintf("Deployment %q could not be applied: %v", foo.Spec.DeploymentName, obs.ApplyError)
+	case obs.Conflict && LeftBehind(dep, foo):
+		// Most often a Foo deleted with deletionPolicy: Orphan and created
+		// again. Its pods are selected by the earlier Foo's UID, and a
+		// selector cannot change, so it cannot be adopted.
+		c.Reason = samplev1alpha1.ReasonDeploymentConflict
+		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo (deletionPolicy: Orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.DeploymentName)
 	case obs.Conflict:
 		c.Reason = samplev1alpha1.ReasonDeploymentConflict
 		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.DeploymentName)
