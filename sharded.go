@@ -44,77 +44,96 @@ func runSharded(ctx context.Context, o options, member *shard.Member, cs *client
 		logger.Info("The API server does not filter lists and watches by shard (kube-apiserver 1.36+ with --feature-gates=ShardedListAndWatch=true does): each slot's watches receive every object and drop the others' on our side, so memory still divides among replicas but the decoding does not")
 	}
 
-	// One pool of -workers for every slot this replica holds: -workers
-	// means what it means for one leader, and a slot with work gets the
-	// workers the others leave (see WithWorkerPool).
-	pool := semaphore.NewWeighted(int64(o.workers))
-	var (
-		mu sync.Mutex
-		// controllers has an entry for every slot whose work runs, nil
-		// until its controller is built.
-		controllers = map[int]*Controller{}
-	)
-	readiness := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		synced := map[int]func() bool{}
-		for slot, c := range controllers {
-			synced[slot] = func() bool { return c != nil && c.HasSynced() }
-		}
-		return shard.Ready(member.Joined(), synced)
-	}
+	r := &slotRunner{o: o, cs: cs, recorder: recorder, controllers: map[int]*Controller{},
+		// One pool of -workers for every slot this replica holds: -workers
+		// means what it means for one leader, and a slot with work gets
+		// the workers the others leave (see WithWorkerPool).
+		pool: semaphore.NewWeighted(int64(o.workers))}
+	readiness := func() error { return r.ready(member) }
 	ready.Store(&readiness)
+	return member.Run(ctx, r.run)
+}
 
-	work := func(ctx context.Context, s shard.Slot) error {
-		slot := s.Index
-		queueName := fmt.Sprintf("%s-slot-%d", controllerName, slot)
-		mu.Lock()
-		controllers[slot] = nil // held, not ready until its caches sync
-		metrics.ShardSlots.Set(float64(len(controllers)))
-		mu.Unlock()
-		defer func() {
-			mu.Lock()
-			delete(controllers, slot)
-			metrics.ShardSlots.Set(float64(len(controllers)))
-			mu.Unlock()
-		}()
-		inf, err := shard.NewSlotInformers(cs.kube, cs.foo, o.namespace, s, o.resyncPeriod)
-		if err != nil {
-			return err
-		}
-		deployments, foos := inf.Deployments.Informer(), inf.Foos.Informer()
-		if err := countWatchErrors(deployments, foos); err != nil {
-			return err
-		}
-		defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
-		c, err := NewController(ctx, cs.kube, cs.foo, inf.Deployments, inf.Foos, recorder,
-			WithQueueName(queueName), WithWorkerPool(pool))
-		if err != nil {
-			return err
-		}
-		// The slot's queue is shut down when Run returns: its series go
-		// with it, rather than stay at their last value on a replica that
-		// no longer holds the slot.
-		defer metrics.ForgetQueue(queueName)
-		mu.Lock()
-		controllers[slot] = c
-		mu.Unlock()
+// slotRunner runs the controller of each slot this replica holds.
+type slotRunner struct {
+	o        options
+	cs       *clients
+	recorder events.EventRecorder
+	pool     *semaphore.Weighted
 
-		informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-		var wg sync.WaitGroup
-		wg.Go(func() { deployments.RunWithContext(informersCtx) })
-		wg.Go(func() { foos.RunWithContext(informersCtx) })
-		wg.Go(func() {
-			// The slot's load is published for the re-cut once complete.
-			if cache.WaitForCacheSync(informersCtx.Done(), inf.Counted) {
-				s.Load.Ready()
-			}
-		})
-		defer func() {
-			stopInformers()
-			waitAtMost(informerStopWait, wg.Wait)
-		}()
-		return c.Run(ctx, o.workers)
+	mu sync.Mutex
+	// controllers has an entry for every slot whose work runs, nil until
+	// its controller is built.
+	controllers map[int]*Controller
+}
+
+// ready is the replica's readiness: joined, and every slot it runs synced
+// (see shard.Ready).
+func (r *slotRunner) ready(member *shard.Member) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	synced := map[int]func() bool{}
+	for slot, c := range r.controllers {
+		synced[slot] = func() bool { return c != nil && c.HasSynced() }
 	}
-	return member.Run(ctx, work)
+	return shard.Ready(member.Joined(), synced)
+}
+
+// run is the slot's work (shard.Work): its informers, which list and watch
+// the slot's namespaces only, and the same Controller as a single leader
+// runs over them, until the slot must go.
+func (r *slotRunner) run(ctx context.Context, s shard.Slot) error {
+	slot := s.Index
+	queueName := fmt.Sprintf("%s-slot-%d", controllerName, slot)
+	r.setController(slot, nil) // held, not ready until its caches sync
+	defer r.forget(slot)
+	inf, err := shard.NewSlotInformers(r.cs.kube, r.cs.foo, r.o.namespace, s, r.o.resyncPeriod)
+	if err != nil {
+		return err
+	}
+	deployments, foos := inf.Deployments.Informer(), inf.Foos.Informer()
+	if err := countWatchErrors(deployments, foos); err != nil {
+		return err
+	}
+	defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
+	c, err := NewController(ctx, r.cs.kube, r.cs.foo, inf.Deployments, inf.Foos, r.recorder,
+		WithQueueName(queueName), WithWorkerPool(r.pool))
+	if err != nil {
+		return err
+	}
+	// The slot's queue is shut down when Run returns: its series go with
+	// it, rather than stay at their last value on a replica that no
+	// longer holds the slot.
+	defer metrics.ForgetQueue(queueName)
+	r.setController(slot, c)
+
+	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { deployments.RunWithContext(informersCtx) })
+	wg.Go(func() { foos.RunWithContext(informersCtx) })
+	wg.Go(func() {
+		// The slot's load is published for the re-cut once complete.
+		if cache.WaitForCacheSync(informersCtx.Done(), inf.Counted) {
+			s.Load.Ready()
+		}
+	})
+	defer func() {
+		stopInformers()
+		waitAtMost(informerStopWait, wg.Wait)
+	}()
+	return c.Run(ctx, r.o.workers)
+}
+
+func (r *slotRunner) setController(slot int, c *Controller) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.controllers[slot] = c
+	metrics.ShardSlots.Set(float64(len(r.controllers)))
+}
+
+func (r *slotRunner) forget(slot int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.controllers, slot)
+	metrics.ShardSlots.Set(float64(len(r.controllers)))
 }

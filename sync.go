@@ -129,19 +129,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		return plan.Observation{}, syncResult{}, err
 	}
 	if dep == nil {
-		// Apply creates it. If the cache is behind and a foreign Deployment
-		// of this name was just created, the apply fails instead of taking
-		// it over: it would have to change that Deployment's selector,
-		// which is immutable.
-		created, err := c.applyDeployment(ctx, foo)
-		if err != nil {
-			return plan.Observation{}, syncResult{}, err
-		}
-		logger.V(2).Info("Created Deployment", "deployment", klog.KObj(created))
-		c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
-			"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
-		c.noteOverridden(ctx, foo, created)
-		return plan.Observation{Deployment: created}, syncResult{}, nil
+		return c.createDeployment(ctx, foo)
 	}
 
 	ownership := plan.Classify(dep, foo)
@@ -176,6 +164,30 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		logger.V(4).Info("Deployment is as the API server keeps it; not correcting it again", "deployment", klog.KObj(dep), "drift", drift)
 		return plan.Observation{Deployment: dep, Overridden: drift}, syncResult{}, nil
 	}
+	return c.correctDeployment(ctx, foo, dep, ownership, drift)
+}
+
+// createDeployment applies the Deployment the Foo declares, which creates
+// it. If the cache is behind and a foreign Deployment of this name was just
+// created, the apply fails instead of taking it over: it would have to
+// change that Deployment's selector, which is immutable.
+func (c *Controller) createDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (plan.Observation, syncResult, error) {
+	created, err := c.applyDeployment(ctx, foo)
+	if err != nil {
+		return plan.Observation{}, syncResult{}, err
+	}
+	klog.FromContext(ctx).V(2).Info("Created Deployment", "deployment", klog.KObj(created))
+	c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
+		"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
+	c.noteOverridden(ctx, foo, created)
+	return plan.Observation{Deployment: created}, syncResult{}, nil
+}
+
+// correctDeployment puts back what drifted in our Deployment, as often as
+// the corrections limiter allows, and tells the user once.
+func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment,
+	ownership plan.Ownership, drift []string) (plan.Observation, syncResult, error) {
+	logger := klog.FromContext(ctx)
 	// Someone changed our Deployment. Put it back, but if they keep doing
 	// so, only as often as the corrections limiter allows: the sync asks to
 	// come back when the limiter has a token. Meanwhile the Deployment's status
