@@ -124,6 +124,11 @@ func parseFlags(args []string) (options, error) {
 // check rejects flag values the controller cannot run with, naming the
 // flag.
 func (o options) check() error {
+	var slotsErr, skewErr error
+	if o.shardSlots != 0 {
+		slotsErr = shard.Slots(o.shardSlots).Validate()
+	}
+	skewErr = o.shardRebalance.Validate()
 	switch {
 	case o.workers < 1:
 		return fmt.Errorf("-workers must be at least 1, got %d", o.workers)
@@ -133,8 +138,8 @@ func (o options) check() error {
 		return fmt.Errorf("-kube-api-burst must be at least 1, got %d", o.burst)
 	case o.resyncPeriod < 0:
 		return fmt.Errorf("-resync-period must not be negative, got %v", o.resyncPeriod)
-	case o.shardSlots != 0 && shard.Slots(o.shardSlots).Validate() != nil:
-		return fmt.Errorf("-shard-slots (0 for one leader): %w", shard.Slots(o.shardSlots).Validate())
+	case slotsErr != nil:
+		return fmt.Errorf("-shard-slots (0 for one leader): %w", slotsErr)
 	case o.shardSlots != 0 && o.leaderElectSet && o.leaderElect:
 		return errors.New("-shard-slots and -leader-elect exclude each other: sharded replicas all work, each on its own slots")
 	case o.shardSlots != 0 && o.namespace != metav1.NamespaceAll:
@@ -142,8 +147,8 @@ func (o options) check() error {
 		// namespace falls in one slot, and the others would hold nothing.
 		return fmt.Errorf("-shard-slots and -namespace exclude each other: sharding divides namespaces among replicas and never splits one, so namespace %q would all fall in slot %d of %d and the other slots would be empty; for one namespace, run one leader (-leader-elect)",
 			o.namespace, shard.Slots(o.shardSlots).Of(o.namespace), o.shardSlots)
-	case o.shardRebalance.Validate() != nil:
-		return fmt.Errorf("-shard-rebalance-skew: %w", o.shardRebalance.Validate())
+	case skewErr != nil:
+		return fmt.Errorf("-shard-rebalance-skew: %w", skewErr)
 	case o.shardEvery < 0:
 		return fmt.Errorf("-shard-rebalance-interval must not be negative, got %v", o.shardEvery)
 	}
