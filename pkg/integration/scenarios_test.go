@@ -336,7 +336,7 @@ func TestDeletionPolicies(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentConflict &&
 			strings.Contains(c.Message, "left by an earlier Foo"), fmt.Sprintf("%+v", foo.Status.Conditions)
 	})
-	if d, err := s.getDeployment("kept"); err != nil || d.Labels[plan.FooUIDLabel] != string(kept.Labels[plan.FooUIDLabel]) {
+	if d, err := s.getDeployment("kept"); err != nil || d.Labels[plan.FooUIDLabel] != kept.Labels[plan.FooUIDLabel] {
 		t.Fatalf("the earlier Foo's Deployment must be left as it was: %v", err)
 	}
 	if err := s.kube.AppsV1().Deployments(s.ns).Delete(s.ctx, "kept", metav1.DeleteOptions{}); err != nil {
