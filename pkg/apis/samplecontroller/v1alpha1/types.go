@@ -101,6 +101,24 @@ type FooSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	ContainerPort *int32 `json:"containerPort,omitempty"`
 
+	// PodLabels are extra labels on the pod template, beside the ones the
+	// controller sets itself (samplecontroller.example.com/foo-uid, the
+	// selector, and app.kubernetes.io/managed-by), which they may not
+	// override. Keys and values are as Kubernetes allows for labels (the
+	// characters of a value are checked by the API server when the
+	// controller applies the Deployment, not when the Foo is created). Only
+	// the keys declared here are the controller's: labels others add to the
+	// pod template are left alone, and a key removed from here is removed
+	// from the pod template. Changing them changes the pod template: every
+	// pod is replaced (a rollout).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="values must be at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!('samplecontroller.example.com/foo-uid' in self) && !('app.kubernetes.io/managed-by' in self)",message="the controller's own labels (samplecontroller.example.com/foo-uid, app.kubernetes.io/managed-by) may not be set"
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
 	// DeletionPolicy is what happens to the Deployment when the Foo is
 	// deleted: Delete (the default) or Orphan (keep it, without an owner).
 	//

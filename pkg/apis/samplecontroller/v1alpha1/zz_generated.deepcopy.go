@@ -100,6 +100,13 @@ func (in *FooSpec) DeepCopyInto(out *FooSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.PodLabels != nil {
+		in, out := &in.PodLabels, &out.PodLabels
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	return
 }
 

@@ -42,6 +42,17 @@ type FooSpecApplyConfiguration struct {
 	// so a Service can target it by name (targetPort: http). Unset: the
 	// controller declares no port, and removes the "http" port it declared.
 	ContainerPort *int32 `json:"containerPort,omitempty"`
+	// PodLabels are extra labels on the pod template, beside the ones the
+	// controller sets itself (samplecontroller.example.com/foo-uid, the
+	// selector, and app.kubernetes.io/managed-by), which they may not
+	// override. Keys and values are as Kubernetes allows for labels (the
+	// characters of a value are checked by the API server when the
+	// controller applies the Deployment, not when the Foo is created). Only
+	// the keys declared here are the controller's: labels others add to the
+	// pod template are left alone, and a key removed from here is removed
+	// from the pod template. Changing them changes the pod template: every
+	// pod is replaced (a rollout).
+	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// DeletionPolicy is what happens to the Deployment when the Foo is
 	// deleted: Delete (the default) or Orphan (keep it, without an owner).
 	DeletionPolicy *samplecontrollerv1alpha1.DeletionPolicy `json:"deletionPolicy,omitempty"`
@@ -82,6 +93,20 @@ func (b *FooSpecApplyConfiguration) WithImage(value string) *FooSpecApplyConfigu
 // If called multiple times, the ContainerPort field is set to the value of the last call.
 func (b *FooSpecApplyConfiguration) WithContainerPort(value int32) *FooSpecApplyConfiguration {
 	b.ContainerPort = &value
+	return b
+}
+
+// WithPodLabels puts the entries into the PodLabels field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, the entries provided by each call will be put on the PodLabels field,
+// overwriting an existing map entries in PodLabels field with the same key.
+func (b *FooSpecApplyConfiguration) WithPodLabels(entries map[string]string) *FooSpecApplyConfiguration {
+	if b.PodLabels == nil && len(entries) > 0 {
+		b.PodLabels = make(map[string]string, len(entries))
+	}
+	for k, v := range entries {
+		b.PodLabels[k] = v
+	}
 	return b
 }
 
