@@ -2,6 +2,9 @@ package plan
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +34,14 @@ const (
 	// In our container, the port of this name is ours, whoever wrote it:
 	// any other "http" port there is drift (see StrayEntriesPatch).
 	PortName = "http"
+
+	// PodLabelsAnnotation records on the Deployment the keys of
+	// spec.podLabels that the controller applied, comma-separated and
+	// sorted (a label key has no comma); absent when there are none. A key
+	// the Foo no longer declares must be removed from the pod template, and
+	// the apply that removes it is sent only if Drift reports something:
+	// Drift sees that the Foo's keys changed by comparing this annotation.
+	PodLabelsAnnotation = "samplecontroller.example.com/pod-label-keys"
 
 	// DefaultImage and DefaultReplicas mirror the CRD's defaults. The API
 	// server applies those defaults; these are used only if a Foo reaches
@@ -71,14 +82,45 @@ func Labels(foo *samplev1alpha1.Foo) map[string]string {
 	return l
 }
 
+// PodLabels are the labels of spec.podLabels the controller sets on the pod
+// template: all of them but the keys it sets itself (Labels), which the
+// CRD refuses but a Foo stored before that rule could still have.
+func PodLabels(foo *samplev1alpha1.Foo) map[string]string {
+	own := Labels(foo)
+	out := map[string]string{}
+	for k, v := range foo.Spec.PodLabels {
+		if _, ok := own[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TemplateLabels are the labels the controller sets on the pod template:
+// Labels, and PodLabels beside them.
+func TemplateLabels(foo *samplev1alpha1.Foo) map[string]string {
+	out := PodLabels(foo)
+	maps.Copy(out, Labels(foo))
+	return out
+}
+
+// podLabelKeys is the value of PodLabelsAnnotation for foo, "" for none.
+func podLabelKeys(foo *samplev1alpha1.Foo) string {
+	return strings.Join(slices.Sorted(maps.Keys(PodLabels(foo))), ",")
+}
+
 // DesiredDeployment is the server-side apply configuration of foo's
 // Deployment: exactly the fields the controller owns, nothing else. Applying
 // it with the controller's field manager and force creates the Deployment or
 // takes back any of these fields that someone else changed, and leaves every
 // field it does not mention to its other owners.
 func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConfiguration {
-	return appsv1apply.Deployment(foo.Spec.DeploymentName, foo.Namespace).
-		WithLabels(Labels(foo)).
+	apply := appsv1apply.Deployment(foo.Spec.DeploymentName, foo.Namespace).
+		WithLabels(Labels(foo))
+	if keys := podLabelKeys(foo); keys != "" {
+		apply.WithAnnotations(map[string]string{PodLabelsAnnotation: keys})
+	}
+	return apply.
 		WithOwnerReferences(metav1apply.OwnerReference().
 			WithAPIVersion(samplev1alpha1.GroupVersion.String()).
 			WithKind(FooKind).
@@ -92,7 +134,7 @@ func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConf
 			WithReplicas(Replicas(foo)).
 			WithSelector(metav1apply.LabelSelector().WithMatchLabels(SelectorLabels(foo))).
 			WithTemplate(corev1apply.PodTemplateSpec().
-				WithLabels(Labels(foo)).
+				WithLabels(TemplateLabels(foo)).
 				WithSpec(corev1apply.PodSpec().
 					WithContainers(desiredContainer(foo)))))
 }
@@ -124,7 +166,7 @@ func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfig
 
 // Drift lists the owned fields in which dep differs from what foo wants, by
 // name ("replicas", "image", "containerPort", "labels", "template labels",
-// "owner"). Empty means the controller has nothing to send. Fields the
+// "podLabels", "owner"). Empty means the controller has nothing to send. Fields the
 // controller does not own (added labels, annotations, other containers,
 // defaults filled in by the API server) are not compared.
 func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
@@ -144,6 +186,9 @@ func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 	if !hasLabels(dep.Spec.Template.Labels, Labels(foo)) {
 		drift = append(drift, "template labels")
 	}
+	if !podLabelsMatch(foo, dep) {
+		drift = append(drift, "podLabels")
+	}
 	if !IsControlledBy(dep, foo.UID) {
 		drift = append(drift, "owner")
 	}
@@ -156,7 +201,7 @@ func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
 	pick := func(have map[string]string) map[string]string {
 		out := map[string]string{}
-		for k := range Labels(foo) {
+		for k := range TemplateLabels(foo) {
 			if v, ok := have[k]; ok {
 				out[k] = v
 			}
@@ -168,8 +213,12 @@ func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
 		Container      *corev1.Container `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
+		PodLabelKeys   *string
 		Controlled     bool
-	}{dep.Spec.Replicas, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), IsControlledBy(dep, foo.UID)}
+	}{dep.Spec.Replicas, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
+	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
+		owned.PodLabelKeys = &keys
+	}
 	if c := container(dep); c != nil {
 		owned.Container = &corev1.Container{Image: c.Image, Ports: c.Ports}
 	}
@@ -207,6 +256,17 @@ func portMatches(c *corev1.Container, want *int32) bool {
 // declares: same name and same server-side apply key (number and protocol).
 func isDesiredPort(p corev1.ContainerPort, want int32) bool {
 	return p.Name == PortName && p.ContainerPort == want && p.Protocol == corev1.ProtocolTCP
+}
+
+// podLabelsMatch reports whether dep's pod template has the labels of
+// spec.podLabels, and dep records (PodLabelsAnnotation) exactly the keys the
+// Foo declares: when the Foo drops a key, the annotation differs, and the
+// apply sent for it removes the key our field manager owned. Labels others
+// added are not compared.
+func podLabelsMatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) bool {
+	keys, ok := dep.Annotations[PodLabelsAnnotation]
+	want := podLabelKeys(foo)
+	return hasLabels(dep.Spec.Template.Labels, PodLabels(foo)) && ok == (want != "") && keys == want
 }
 
 func hasLabels(have, want map[string]string) bool {

@@ -19,7 +19,7 @@ import (
 // template's defaults, the strategy, the conditions' messages and times).
 //
 // Kept: name, namespace, UID, resourceVersion, generation, labels, owner
-// references and deletionTimestamp; replicas, the selector and the pod
+// references, deletionTimestamp and the PodLabelsAnnotation annotation; replicas, the selector and the pod
 // template's labels; every container's name (so that the indexes in a
 // JSON patch's paths stay right, see StrayEntriesPatch) and our
 // container's image and ports; the status replica counts, observed
@@ -57,6 +57,9 @@ func CachedDeployment(dep *appsv1.Deployment) *appsv1.Deployment {
 			ReadyReplicas:      dep.Status.ReadyReplicas,
 			AvailableReplicas:  dep.Status.AvailableReplicas,
 		},
+	}
+	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
+		out.Annotations = map[string]string{PodLabelsAnnotation: keys}
 	}
 	for i := range out.OwnerReferences {
 		ref := &out.OwnerReferences[i]
