@@ -256,7 +256,7 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, UID: types.UID(foo.Spec.DeploymentName + "-uid"),
 			Generation: 1, ResourceVersion: "20",
-			Labels: plan.Labels(foo),
+			Labels: plan.Labels(foo), Annotations: plan.DesiredDeployment(foo).Annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: samplev1alpha1.GroupVersion.String(), Kind: "Foo",
 				Name: foo.Name, UID: foo.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -266,7 +266,7 @@ func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 			Replicas: ptr.To(r),
 			Selector: &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: plan.Labels(foo)},
+				ObjectMeta: metav1.ObjectMeta{Labels: plan.TemplateLabels(foo)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: plan.ContainerName, Image: plan.Image(foo), Ports: ports(foo),
 				}}},

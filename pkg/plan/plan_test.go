@@ -47,17 +47,21 @@ func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 	if foo.Spec.ContainerPort != nil {
 		container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: *foo.Spec.ContainerPort, Protocol: corev1.ProtocolTCP}}
 	}
+	var annotations map[string]string
+	if keys := podLabelKeys(foo); keys != "" {
+		annotations = map[string]string{PodLabelsAnnotation: keys}
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, Generation: 1,
-			Labels:          Labels(foo),
+			Labels: Labels(foo), Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1alpha1", "Foo", foo.UID)},
 		},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(r),
 			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: Labels(foo)},
+				ObjectMeta: metav1.ObjectMeta{Labels: TemplateLabels(foo)},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
 			},
 		},
@@ -237,6 +241,75 @@ func httpPort(n int32) corev1.ContainerPort {
 }
 
 var metrics = corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP}
+
+func TestDriftPodLabels(t *testing.T) {
+	team := map[string]string{"team": "a"}
+	both := map[string]string{"team": "a", "tier": "web"}
+	tests := []struct {
+		name     string
+		want     map[string]string // spec.podLabels
+		applied  map[string]string // the podLabels the Deployment was applied with
+		template func(map[string]string) map[string]string
+		drift    bool
+	}{
+		{"as declared", both, both, nil, false},
+		{"none", nil, nil, nil, false},
+		{"another writer's label beside", team, team, func(l map[string]string) map[string]string { return with(l, "x", "y") }, false},
+		{"value changed by another writer", team, team, func(l map[string]string) map[string]string { return with(l, "team", "b") }, true},
+		{"removed by another writer", team, team, func(l map[string]string) map[string]string { return without(l, "team") }, true},
+		{"key added on the Foo", both, team, nil, true},
+		{"value changed on the Foo", map[string]string{"team": "b"}, team, nil, true},
+		// The key is still on the pod template, and nothing in the Foo
+		// names it: only the recorded keys tell that it is ours to remove.
+		{"key removed on the Foo", team, both, nil, true},
+		{"all removed on the Foo", nil, team, nil, true},
+		{"applied keys annotation removed", team, team, func(l map[string]string) map[string]string { return l }, true},
+		{"a controller key in podLabels (stored before the rule)", map[string]string{ManagedByLabel: "x"}, nil, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := testFoo()
+			foo.Spec.PodLabels = tc.applied
+			d := rolledOut(foo)
+			if tc.template != nil {
+				d.Spec.Template.Labels = tc.template(d.Spec.Template.Labels)
+			}
+			if tc.name == "applied keys annotation removed" {
+				d.Annotations = nil
+			}
+			foo.Spec.PodLabels = tc.want
+			got := Drift(foo, d)
+			if want := []string(nil); tc.drift {
+				want = []string{"podLabels"}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("Drift = %q, want %q", got, want)
+				}
+			} else if len(got) != 0 {
+				t.Errorf("Drift = %q, want none", got)
+			}
+		})
+	}
+}
+
+func TestDesiredDeploymentPodLabels(t *testing.T) {
+	foo := testFoo()
+	foo.Spec.PodLabels = map[string]string{"tier": "web", "team": "", ManagedByLabel: "someone", FooUIDLabel: "other"}
+	d := DesiredDeployment(foo)
+	want := map[string]string{"tier": "web", "team": "", ManagedByLabel: ManagedByValue, FooUIDLabel: string(foo.UID)}
+	if got := d.Spec.Template.Labels; !reflect.DeepEqual(got, want) {
+		t.Errorf("template labels %v, want %v: the controller's own labels win", got, want)
+	}
+	if got := d.Labels; !reflect.DeepEqual(got, Labels(foo)) {
+		t.Errorf("Deployment labels %v, want only the controller's %v", got, Labels(foo))
+	}
+	if got := d.Annotations; !reflect.DeepEqual(got, map[string]string{PodLabelsAnnotation: "team,tier"}) {
+		t.Errorf("annotations %v, want the applied keys, sorted", got)
+	}
+	foo.Spec.PodLabels = nil
+	if got := DesiredDeployment(foo).Annotations; got != nil {
+		t.Errorf("annotations %v without podLabels, want none (no write to existing Deployments on upgrade)", got)
+	}
+}
 
 func TestDriftContainerPort(t *testing.T) {
 	udp := httpPort(8080)

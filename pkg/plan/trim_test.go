@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -82,6 +83,25 @@ var edits = []struct {
 	{"template label changed", func(r *rand.Rand, d *appsv1.Deployment) {
 		d.Spec.Template.Labels = with(d.Spec.Template.Labels, oneOf(r, FooUIDLabel, ManagedByLabel, "team"), "x")
 	}},
+	{"pod label changed or removed", func(r *rand.Rand, d *appsv1.Deployment) {
+		// One of the keys the controller recorded as applied, or another.
+		key := "team"
+		if keys := strings.Split(d.Annotations[PodLabelsAnnotation], ","); keys[0] != "" {
+			key = oneOf(r, keys...)
+		}
+		if r.IntN(2) == 0 {
+			d.Spec.Template.Labels = with(d.Spec.Template.Labels, key, "x")
+		} else {
+			d.Spec.Template.Labels = without(d.Spec.Template.Labels, key)
+		}
+	}},
+	{"pod label keys annotation", func(r *rand.Rand, d *appsv1.Deployment) {
+		if r.IntN(2) == 0 {
+			d.Annotations = without(d.Annotations, PodLabelsAnnotation)
+		} else {
+			d.Annotations = with(d.Annotations, PodLabelsAnnotation, oneOf(r, "", "team", "a,team"))
+		}
+	}},
 	{"selector changed", func(r *rand.Rand, d *appsv1.Deployment) {
 		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: with(d.Spec.Selector.MatchLabels, "team", "a")}
 	}},
@@ -143,6 +163,17 @@ func ours(d *appsv1.Deployment, edit func(c *corev1.Container)) {
 // shared (see CachedDeployment), so an edit never writes into one.
 func with(m map[string]string, k, v string) map[string]string {
 	out := map[string]string{k: v}
+	for mk, mv := range m {
+		if mk != k {
+			out[mk] = mv
+		}
+	}
+	return out
+}
+
+// without returns a copy of m without k.
+func without(m map[string]string, k string) map[string]string {
+	out := map[string]string{}
 	for mk, mv := range m {
 		if mk != k {
 			out[mk] = mv
@@ -233,6 +264,7 @@ func FuzzCachedDeploymentHidesNothing(f *testing.F) {
 func TestCachedDeploymentDrops(t *testing.T) {
 	foo := proptest.Foo(rand.New(rand.NewPCG(1, 1)), "ns")
 	foo.Spec.ContainerPort = ptr.To[int32](80)
+	foo.Spec.PodLabels = map[string]string{"team": "a"}
 	d, err := proptest.Served(DesiredDeployment(foo))
 	if err != nil {
 		t.Fatal(err)
@@ -243,26 +275,31 @@ func TestCachedDeploymentDrops(t *testing.T) {
 			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated", Message: "m",
 				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()},
 		}}
-	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+	d.Annotations["deployment.kubernetes.io/revision"] = "1" // beside ours
 	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "foo-controller"}}
 	c := CachedDeployment(d)
 
 	// What is left, as JSON, is exactly this:
 	got, _ := json.Marshal(c)
 	want := fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","uid":"00000000-0000-4000-8000-000000000001",`+
-		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},`+
+		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},"annotations":{%q:"team"},`+
 		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
-		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q}},`+
+		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
 		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],"resources":{}}]}},"strategy":{}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
 		`"conditions":[{"type":"Available","status":"False","lastUpdateTime":null,"lastTransitionTime":null,"reason":"MinimumReplicasUnavailable"},`+
 		`{"type":"Progressing","status":"True","lastUpdateTime":null,"lastTransitionTime":null,"reason":"ReplicaSetUpdated"}]}}`,
-		d.Name, ManagedByLabel, FooUIDLabel, foo.UID, foo.Name, foo.UID, Replicas(foo), FooUIDLabel, foo.UID,
+		d.Name, ManagedByLabel, FooUIDLabel, foo.UID, PodLabelsAnnotation, foo.Name, foo.UID, Replicas(foo), FooUIDLabel, foo.UID,
 		ManagedByLabel, FooUIDLabel, foo.UID, Image(foo))
 	if string(got) != want {
 		t.Errorf("cached Deployment:\n got: %s\nwant: %s", got, want)
 	}
-	if reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
+	// Without podLabels, the metadata's and the template's labels are equal.
+	foo.Spec.PodLabels = nil
+	if d, err = proptest.Served(DesiredDeployment(foo)); err != nil {
+		t.Fatal(err)
+	}
+	if c := CachedDeployment(d); reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
 		t.Errorf("equal metadata and template labels are not one map")
 	}
 }

@@ -63,7 +63,59 @@ func Foo(r *rand.Rand, namespace string) *samplev1alpha1.Foo {
 	default:
 		foo.Spec.ContainerPort = ptr.To(1 + r.Int32N(65535))
 	}
+	switch r.IntN(4) {
+	case 0, 1: // none
+	case 2:
+		foo.Spec.PodLabels = map[string]string{oneOf(r, "team", "app.kubernetes.io/name"): oneOf(r, "", "a", "web")}
+	default:
+		foo.Spec.PodLabels = map[string]string{}
+		for range 1 + r.IntN(oneOf(r, 4, 32)) {
+			foo.Spec.PodLabels[labelKey(r)] = labelValue(r)
+		}
+	}
 	return foo
+}
+
+const labelNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+
+// labelName is a label value that is not empty, or the name part of a
+// label key: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends.
+func labelName(r *rand.Rand) string {
+	n := length(r, 63)
+	b := make([]byte, n)
+	for i := range b {
+		chars := labelNameChars
+		if i == 0 || i == n-1 {
+			chars = labelNameChars[:62]
+		}
+		b[i] = chars[r.IntN(len(chars))]
+	}
+	return string(b)
+}
+
+// labelKey is a label key the CRD accepts in spec.podLabels: a name, with
+// a DNS subdomain prefix half the time, never one of the controller's own
+// keys (the CRD refuses them).
+func labelKey(r *rand.Rand) string {
+	if r.IntN(2) == 0 {
+		return labelName(r)
+	}
+	prefix := dnsSubdomain(r)
+	switch r.IntN(8) {
+	case 0:
+		prefix = oneOf(r, "samplecontroller.example.com", "app.kubernetes.io")
+	case 1: // the longest prefix: 253 characters
+		prefix = strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+	}
+	return prefix + "/" + labelName(r)
+}
+
+// labelValue is a label value: empty sometimes.
+func labelValue(r *rand.Rand) string {
+	if r.IntN(8) == 0 {
+		return ""
+	}
+	return labelName(r)
 }
 
 func oneOf[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choices))] }

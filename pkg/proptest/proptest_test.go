@@ -38,6 +38,25 @@ func TestFoosAreValid(t *testing.T) {
 		if p := s.ContainerPort; p != nil && (*p < 1 || *p > 65535) {
 			t.Fatalf("containerPort %d", *p)
 		}
+		if len(s.PodLabels) > 32 {
+			t.Fatalf("%d podLabels", len(s.PodLabels))
+		}
+		for k, v := range s.PodLabels {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				t.Fatalf("podLabels key %q: %v", k, errs)
+			}
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Fatalf("podLabels value %q: %v", v, errs)
+			}
+			if k == "samplecontroller.example.com/foo-uid" || k == "app.kubernetes.io/managed-by" {
+				t.Fatalf("podLabels key %q: the controller's own", k)
+			}
+			seen["long podLabels key"] = seen["long podLabels key"] || len(k) > 300
+			seen["long podLabels value"] = seen["long podLabels value"] || len(v) == 63
+			seen["empty podLabels value"] = seen["empty podLabels value"] || v == ""
+		}
+		seen["no podLabels"] = seen["no podLabels"] || len(s.PodLabels) == 0
+		seen["many podLabels"] = seen["many podLabels"] || len(s.PodLabels) > 16
 		switch s.DeletionPolicy {
 		case "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan:
 		default:
@@ -59,7 +78,8 @@ func TestFoosAreValid(t *testing.T) {
 	}
 	// Edges that are not generated are not tested.
 	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "no image", "long image", "long deploymentName", "dotted name",
-		"no containerPort", "containerPort 1", "containerPort 65535"} {
+		"no containerPort", "containerPort 1", "containerPort 65535",
+		"no podLabels", "many podLabels", "long podLabels key", "long podLabels value", "empty podLabels value"} {
 		if !seen[edge] {
 			t.Errorf("never generated: %s", edge)
 		}
