@@ -377,6 +377,12 @@ func TestInvalidFoosAreRejected(t *testing.T) {
 		{"empty image", spec("deploymentName", "d", "image", ""), "spec.image"},
 		{"containerPort 0", spec("deploymentName", "d", "containerPort", 0), "spec.containerPort"},
 		{"containerPort above 65535", spec("deploymentName", "d", "containerPort", 65536), "spec.containerPort"},
+		{"podLabels with the controller's selector key", spec("deploymentName", "d", "podLabels", map[string]any{"samplecontroller.example.com/foo-uid": "x"}), "spec.podLabels"},
+		{"podLabels with the controller's managed-by key", spec("deploymentName", "d", "podLabels", map[string]any{"app.kubernetes.io/managed-by": "me"}), "spec.podLabels"},
+		{"podLabels key not a label key", spec("deploymentName", "d", "podLabels", map[string]any{"bad key!": "x"}), "spec.podLabels"},
+		{"podLabels key name too long", spec("deploymentName", "d", "podLabels", map[string]any{strings.Repeat("a", 64): "x"}), "spec.podLabels"},
+		{"podLabels value too long", spec("deploymentName", "d", "podLabels", map[string]any{"a": strings.Repeat("v", 64)}), "spec.podLabels"},
+		{"too many podLabels", spec("deploymentName", "d", "podLabels", manyLabels(33)), "spec.podLabels"},
 		{"unknown field", spec("deploymentName", "d", "replicaz", 2), "spec.replicaz"},
 	}
 	for i, tc := range tests {
@@ -508,4 +514,12 @@ func TestRecreateUnderTheSameName(t *testing.T) {
 	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentConflict] != 0 {
 		t.Errorf("events: %v: a recreated Foo must not report a conflict with its predecessor's Deployment", ev)
 	}
+}
+
+func manyLabels(n int) map[string]any {
+	out := map[string]any{}
+	for i := range n {
+		out[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return out
 }
