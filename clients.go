@@ -23,9 +23,10 @@ import (
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
-// kubeconfig is kubectl's loader: -kubeconfig, else $KUBECONFIG, else
-// ~/.kube/config; -master overrides the server address. With none of them
-// given, no file is read: in a cluster, the Pod's service account.
+// kubeconfig is kubectl's loader: -kubeconfig, else $KUBECONFIG (a list
+// of files, merged), else, with -master alone, ~/.kube/config; -master
+// overrides the server address. With none of them given, no file is read:
+// in a cluster, the Pod's service account.
 func kubeconfig(o options) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig

@@ -91,8 +91,11 @@ type Controller struct {
 	// overridden holds, per Foo key, the overriddenState of its last
 	// correction that the API server did not keep (see syncDeployment).
 	overridden sync.Map
-	recorder   events.EventRecorder
-	clock      clock.PassiveClock
+	// applyFailures holds, per Foo key, how many syncs in a row failed with
+	// an answer that may lift by itself (see persists).
+	applyFailures sync.Map
+	recorder      events.EventRecorder
+	clock         clock.PassiveClock
 	// pool, when set, is shared with other controllers of this process:
 	// a sync runs only with one of its tokens (sharded replicas, where
 	// each slot is a controller; nil for one leader).

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
 
@@ -590,5 +593,42 @@ func TestWorkerPoolSharedBySlots(t *testing.T) {
 	defer mu.Unlock()
 	if peak > tokens {
 		t.Errorf("%d syncs at once over two slots of %d workers each; want at most the pool's %d", peak, workersPerSlot, tokens)
+	}
+}
+
+// TestClientConfigWithNothing: no kubeconfig, no -master, not in a cluster:
+// one message saying what to give.
+func TestClientConfigWithNothing(t *testing.T) {
+	t.Setenv(clientcmd.RecommendedConfigPathEnvVar, "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	_, err := clientConfig(options{}, "test")
+	if err == nil || !strings.Contains(err.Error(), "no -kubeconfig, -master or $KUBECONFIG given, and not running in a cluster") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestLeaseNamespaceOutsideACluster: outside a cluster the Lease is in
+// "default" whatever the kubeconfig's context names, so that replicas of
+// any version meet in one Lease; -leader-elect-namespace wins. (In a
+// cluster, the Pod's namespace: TestInClusterConfig.)
+func TestLeaseNamespaceOutsideACluster(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: team-a}}]
+current-context: x
+`
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := options{kubeconfig: path}
+	if got := leaseConfig(o, "me"); got.LeaseNamespace != "default" || got.Identity != "me" {
+		t.Errorf("leaseConfig: namespace %q, identity %q; want default, me", got.LeaseNamespace, got.Identity)
+	}
+	o.lease.LeaseNamespace = "ops"
+	if got := leaseConfig(o, "me"); got.LeaseNamespace != "ops" {
+		t.Errorf("with -leader-elect-namespace=ops: %q", got.LeaseNamespace)
 	}
 }

@@ -64,7 +64,7 @@ func parseFlags(args []string) (options, error) {
 		"Run workers only while holding a leader Lease, so that replicas can stand by. Default: true with the in-cluster config, false otherwise.")
 	fs.StringVar(&o.lease.LeaseName, "leader-elect-lease-name", controllerName, "Name of the leader election Lease.")
 	fs.StringVar(&o.lease.LeaseNamespace, "leader-elect-namespace", "",
-		"Namespace of the leader election Lease. Default: the pod's namespace in-cluster, else the kubeconfig context's namespace (\"default\" if it names none).")
+		"Namespace of the leader election Lease (and of a shard group's Leases). Default: the pod's namespace in-cluster, else \"default\".")
 	fs.DurationVar(&o.lease.LeaseDuration, "leader-elect-lease-duration", 15*time.Second,
 		"How long standbys wait after the last renewal before taking over a leader that stopped renewing.")
 	fs.DurationVar(&o.lease.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second,

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -91,14 +92,12 @@ func run(ctx context.Context, o options) (err error) {
 	b := readBuild()
 	metrics.Register(b.version, b.revision)
 
-	lc, err := leaseConfig(o)
+	identity := leader.Identity()
+	cfg, err := clientConfig(o, identity)
 	if err != nil {
 		return err
 	}
-	cfg, err := clientConfig(o, lc.Identity)
-	if err != nil {
-		return err
-	}
+	lc := leaseConfig(o, identity)
 	leaseClient, err := newLeaseClient(cfg)
 	if err != nil {
 		return err
@@ -113,7 +112,8 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots)
+	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
+		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
 	var ready atomic.Pointer[func() error]
@@ -133,7 +133,10 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	// The informers, the controller over them, and its workers.
-	deploymentInformer, fooInformer, start := newInformers(o, cs)
+	deploymentInformer, fooInformer, start, err := newInformers(o, cs)
+	if err != nil {
+		return err
+	}
 	controller, err := NewController(ctx, cs.kube, cs.foo, deploymentInformer, fooInformer, recorder)
 	if err != nil {
 		return err
@@ -168,22 +171,26 @@ func readyWhen(synced func() bool) *func() error {
 
 // leaseConfig is the leader Lease's flags (a shard group's too), with this
 // process's identity and the namespace filled in: by default the Pod's own
-// in a cluster, else the kubeconfig context's ("default" if it names none).
-func leaseConfig(o options) (leader.Config, error) {
+// in a cluster (as clientcmd reads it: $POD_NAMESPACE, else the service
+// account's), else "default", whatever the kubeconfig's context names, so
+// that replicas of any version run outside a cluster meet in one Lease.
+func leaseConfig(o options, identity string) leader.Config {
 	lc := o.lease
-	lc.Identity = leader.Identity()
+	lc.Identity = identity
 	if lc.LeaseNamespace == "" {
-		ns, _, err := kubeconfig(o).Namespace()
-		if err != nil {
-			return lc, fmt.Errorf("the namespace of the leader Lease (-leader-elect-namespace): %w", err)
+		lc.LeaseNamespace = metav1.NamespaceDefault
+		if inCluster(o) {
+			if ns, _, err := kubeconfig(o).Namespace(); err == nil && ns != "" {
+				lc.LeaseNamespace = ns
+			}
 		}
-		lc.LeaseNamespace = ns
 	}
-	return lc, nil
+	return lc
 }
 
-// newInformers returns the informers of the Deployments and Foos, and
-// start, which starts them and returns the function that stops them.
+// newInformers returns the informers of the Deployments and Foos, their
+// watch failures counted (countWatchErrors), and start, which starts them
+// and returns the function that stops them.
 //
 // The transform trims objects before they are cached: the cache holds
 // every watched object for the life of the process. Only Foos are
@@ -192,13 +199,16 @@ func leaseConfig(o options) (leader.Config, error) {
 // hand each cached Deployment to a handler that drops re-deliveries (at
 // 100,000 that is a walk of the whole cache, with its indexes recomputed,
 // for nothing).
-func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1alpha1.FooInformer, func(context.Context) func(lost bool)) {
+func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1alpha1.FooInformer, func(context.Context) func(lost bool), error) {
 	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
 		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
 	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.resyncPeriod,
 		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
 	foos := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
+	if err := countWatchErrors(deployments.Informer(), foos.Informer()); err != nil {
+		return nil, nil, nil, err
+	}
 	start := func(ctx context.Context) func(bool) {
 		ctx, stopInformers := context.WithCancel(ctx)
 		kubeInformerFactory.Start(ctx.Done())
@@ -215,7 +225,7 @@ func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, foo
 			}
 		}
 	}
-	return deployments, foos, start
+	return deployments, foos, start, nil
 }
 
 // serveProbes serves the health probes and the metrics. Liveness: the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,37 +246,42 @@ func TestSyncStatusWriteFailures(t *testing.T) {
 
 // TestSyncReportsAnApplyThatKeepsFailing: an admission webhook the API
 // server cannot call fails every apply with a 500, which may lift by
-// itself and is retried as transient; once it has failed
-// reportAfterFailures syncs in a row, the Foo says why (with one Event),
-// and it is still retried. An overloaded API server (503) is never
-// reported: a status write would only add to its load.
+// itself and is retried as transient; once reportAfterFailures syncs in a
+// row have failed so, the Foo says why (with one Event), and it is still
+// retried. An overloaded API server (503) is never reported, and its
+// failures do not count toward the webhook's: a status write would only
+// add to the load.
 func TestSyncReportsAnApplyThatKeepsFailing(t *testing.T) {
 	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "deployments.policy.example.com": failed to call webhook: Post "https://policy.example.svc:443/validate": dial tcp 10.96.0.9:443: connect: connection refused`))
 	overloaded := apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	repeat := func(err error, n int) []error { return slices.Repeat([]error{err}, n) }
 	for _, tc := range []struct {
 		name     string
-		err      error
-		failures int
+		answers  []error // one per sync, the last one checked
 		reported bool
 	}{
-		{"webhook, first failures", webhook, reportAfterFailures - 1, false},
-		{"webhook, persisting", webhook, reportAfterFailures, true},
-		{"API server overloaded, persisting", overloaded, 3 * reportAfterFailures, false},
+		{"webhook, first failures", repeat(webhook, reportAfterFailures-1), false},
+		{"webhook, persisting", repeat(webhook, reportAfterFailures), true},
+		{"API server overloaded, persisting", repeat(overloaded, 3*reportAfterFailures), false},
+		{"webhook after an overload", append(repeat(overloaded, reportAfterFailures), webhook), false},
+		{"webhook, an overload in between", append(append(repeat(webhook, reportAfterFailures-1), overloaded), webhook), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := newFoo("a", 1)
 			f := newFixture(t).withFoo(foo)
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
+			var answer error
 			f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
-				return true, nil, tc.err
+				return true, nil, answer
 			})
-			for range tc.failures {
-				c.workqueue.AddRateLimited(keyOf(foo))
-			}
-			_, err := c.syncHandler(ctx, keyOf(foo))
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("the error must still be returned (for retry with backoff): %v", err)
+			var err error
+			for _, answer = range tc.answers {
+				f.client.ClearActions()
+				drainEvents(f.recorder)
+				if _, err = c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, answer) {
+					t.Fatalf("the error must still be returned (for retry with backoff): %v", err)
+				}
 			}
 			if !tc.reported {
 				assertActions(t, "foo", f.client.Actions(), nil)

@@ -42,6 +42,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		c.statusPacer.Forget(key)
 		c.pruned.Delete(key)
 		c.overridden.Delete(key)
+		c.applyFailures.Delete(key)
 		return syncResult{}, nil
 	}
 
@@ -54,7 +55,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	}
 	obs, held, err := c.syncDeployment(ctx, foo)
 	if err != nil {
-		if !isPermanent(err) && !persists(err, c.workqueue.NumRequeues(key)) {
+		if !isPermanent(err) && !c.persists(key, err) {
 			return syncResult{}, err
 		}
 		// The API server refused the Deployment itself (quota, admission
@@ -72,6 +73,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		_, statusErr := c.syncStatus(ctx, foo, obs)
 		return syncResult{}, errors.Join(err, statusErr)
 	}
+	c.applyFailures.Delete(key)
 	if held.requeueAfter > 0 {
 		// A correction is held back: the Deployment is about to be put
 		// back, so there is nothing to prune or report from it yet.
@@ -465,27 +467,35 @@ func isPermanent(err error) bool {
 		apierrors.IsRequestEntityTooLargeError(err)
 }
 
-// reportAfterFailures is how many syncs in a row must fail before an
-// error that may lift by itself is reported on the Foo: with the queue's
-// backoff (5 ms doubling), about 20 s of failures, past a webhook's
-// restart.
+// reportAfterFailures is how many syncs in a row must fail with an answer
+// that may lift by itself (see persists) before the Foo says so: with the
+// queue's backoff (5 ms doubling), about 20 s of failures, past a
+// webhook's restart.
 const reportAfterFailures = 12
 
-// persists reports whether err, after failures syncs of the key failed in
-// a row, is worth reporting on the Foo although it may lift by itself: an
-// answer of the API server that is not about its own load or our stale
-// copy. The usual case is an admission webhook that cannot be called (500,
-// "failed calling webhook") or that denies with a code of its own. An API
-// server that is away, overloaded (429, 503, 504) or a conflict on a stale
-// object is left to the retries: a status write would add to the load, or
-// the next sync fixes it.
-func persists(err error, failures int) bool {
+// persists counts the key's syncs in a row whose apply the API server
+// answered with err, and reports whether it is time to say so on the Foo
+// although it may lift by itself. Such an answer is any that is not about
+// the API server's own load or our stale copy; the usual case is an
+// admission webhook that cannot be called (500, "failed calling webhook")
+// or that denies with a code of its own. Any other failure (an API server
+// away or overloaded: 429, 503, 504; a conflict) starts the count again: a
+// status write would add to the load, or the next sync fixes it.
+func (c *Controller) persists(key cache.ObjectName, err error) bool {
 	var status apierrors.APIStatus
-	if failures < reportAfterFailures || !errors.As(err, &status) {
+	if !errors.As(err, &status) || apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) {
+		c.applyFailures.Delete(key)
 		return false
 	}
-	return !apierrors.IsConflict(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) &&
-		!apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err)
+	// A key is synced by one worker at a time: no other goroutine updates
+	// its count meanwhile.
+	n := 1
+	if last, ok := c.applyFailures.Load(key); ok {
+		n += last.(int)
+	}
+	c.applyFailures.Store(key, n)
+	return n >= reportAfterFailures
 }
 
 func replicasOf(dep *appsv1.Deployment) int32 {

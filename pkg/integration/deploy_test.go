@@ -214,48 +214,7 @@ func TestRBACWithoutARule(t *testing.T) {
 		{"samplecontroller.example.com/foos/finalizers", "update", "cannot set blockOwnerDeletion"},
 	} {
 		t.Run(tc.resource+" "+tc.verb, func(t *testing.T) {
-			objs := renderDeploy(t)
-			installDeployRBAC(t, objs)
-
-			// Its own ServiceAccount and ClusterRole, so the full one that
-			// TestRBACIsExactlyEnough uses is not disturbed.
-			name := fmt.Sprintf("foo-controller-without-%s-%s", tc.verb, utilrand.String(5))
-			role := objectOf(t, objs, "ClusterRole", "foo-controller")
-			role.SetName(name)
-			removed := 0
-			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
-			var kept []any
-			for _, r := range rules {
-				rule := r.(map[string]any)
-				if slices.Contains(ruleKeys(rule), tc.resource) {
-					verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
-					if i := slices.Index(verbs, tc.verb); i >= 0 {
-						verbs = slices.Delete(verbs, i, i+1)
-						removed++
-					}
-					if len(verbs) == 0 {
-						continue // a rule must grant some verb
-					}
-					_ = unstructured.SetNestedStringSlice(rule, verbs, "verbs")
-				}
-				kept = append(kept, rule)
-			}
-			if removed != 1 {
-				t.Fatalf("the ClusterRole grants %s on %s in %d rules, want 1", tc.verb, tc.resource, removed)
-			}
-			_ = unstructured.SetNestedSlice(role.Object, kept, "rules")
-			limited := []*unstructured.Unstructured{
-				typedToUnstructured(t, &corev1.ServiceAccount{
-					TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: deploySystemNamespace},
-				}),
-				role,
-				typedToUnstructured(t, serviceAccountBinding("ClusterRoleBinding", name, "", "ClusterRole", name, name)),
-				typedToUnstructured(t, serviceAccountBinding("RoleBinding", name, deploySystemNamespace, "Role", deployLeaderRole, name)),
-			}
-			applyObjects(t, limited, false)
-			t.Cleanup(func() { deleteObjects(t, limited) })
-			kubeconfig := serviceAccountKubeconfig(t, deploySystemNamespace, name)
+			kubeconfig, name := kubeconfigWithout(t, tc.resource, tc.verb)
 
 			s := newScenario(t)
 			if tc.resource == "samplecontroller.example.com/foos/finalizers" && !ownerReferencesEnforced(t, kubeconfig, s.ns) {
@@ -825,4 +784,79 @@ func leaderElectionArgs(lease string) []string {
 func (s *scenario) startControllerAs(kubeconfig string, extraArgs ...string) *process {
 	s.t.Helper()
 	return s.launch(controllerBin, nil, append([]string{"-kubeconfig=" + kubeconfig, "-v=4"}, extraArgs...)...)
+}
+
+// TestWatchRefusedIsCounted: a controller allowed to list Foos but not to
+// watch them starts (the start-up check lists), never gets its Foo cache
+// synced, and says so where an operator looks: /readyz fails and
+// foo_controller_watch_errors_total{resource="foos"} counts the refusals
+// (the alert in docs/operations.md).
+func TestWatchRefusedIsCounted(t *testing.T) {
+	kubeconfig, _ := kubeconfigWithout(t, "samplecontroller.example.com/foos", "watch")
+	s := newScenario(t)
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	ctrl := s.startControllerAs(kubeconfig, append(leaderElectionArgs("foo-controller-"+s.ns),
+		"-metrics-bind-address="+metricsAddr, "-health-probe-bind-address="+probeAddr)...)
+	s.eventually(time.Minute, "watch errors counted for foos", func() (bool, string) {
+		code, body := httpGet("http://" + metricsAddr + "/metrics")
+		v, _ := metricValue(body, "foo_controller_watch_errors_total", `resource="foos"`)
+		return code == 200 && v >= 2, fmt.Sprintf("HTTP %d, foo_controller_watch_errors_total{resource=\"foos\"} = %v", code, v)
+	})
+	if code, body := httpGet("http://" + probeAddr + "/readyz"); code == 200 {
+		t.Errorf("/readyz is 200 without a Foo cache: %s", body)
+	}
+	if !ctrl.running() {
+		t.Fatalf("the controller exited: %v", ctrl.err)
+	}
+}
+
+// kubeconfigWithout is the kubeconfig of a ServiceAccount of its own, bound
+// to the shipped ClusterRole less one verb on one resource (and to the
+// leader-election Role), so that a test sees what an operator sees when a
+// rule is missing; and the ServiceAccount's name. The full ClusterRole,
+// which TestRBACIsExactlyEnough uses, is not disturbed.
+func kubeconfigWithout(t *testing.T, resource, verb string) (kubeconfig, serviceAccount string) {
+	t.Helper()
+	objs := renderDeploy(t)
+	installDeployRBAC(t, objs)
+
+	// Its own ServiceAccount and ClusterRole, so the full one that
+	// TestRBACIsExactlyEnough uses is not disturbed.
+	name := fmt.Sprintf("foo-controller-without-%s-%s", verb, utilrand.String(5))
+	role := objectOf(t, objs, "ClusterRole", "foo-controller")
+	role.SetName(name)
+	removed := 0
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	var kept []any
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		if slices.Contains(ruleKeys(rule), resource) {
+			verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+			if i := slices.Index(verbs, verb); i >= 0 {
+				verbs = slices.Delete(verbs, i, i+1)
+				removed++
+			}
+			if len(verbs) == 0 {
+				continue // a rule must grant some verb
+			}
+			_ = unstructured.SetNestedStringSlice(rule, verbs, "verbs")
+		}
+		kept = append(kept, rule)
+	}
+	if removed != 1 {
+		t.Fatalf("the ClusterRole grants %s on %s in %d rules, want 1", verb, resource, removed)
+	}
+	_ = unstructured.SetNestedSlice(role.Object, kept, "rules")
+	limited := []*unstructured.Unstructured{
+		typedToUnstructured(t, &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: deploySystemNamespace},
+		}),
+		role,
+		typedToUnstructured(t, serviceAccountBinding("ClusterRoleBinding", name, "", "ClusterRole", name, name)),
+		typedToUnstructured(t, serviceAccountBinding("RoleBinding", name, deploySystemNamespace, "Role", deployLeaderRole, name)),
+	}
+	applyObjects(t, limited, false)
+	t.Cleanup(func() { deleteObjects(t, limited) })
+	return serviceAccountKubeconfig(t, deploySystemNamespace, name), name
 }

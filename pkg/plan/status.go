@@ -107,7 +107,7 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 		// again. Its pods are selected by the earlier Foo's UID, and a
 		// selector cannot change, so it cannot be adopted.
 		c.Reason = samplev1alpha1.ReasonDeploymentConflict
-		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo (deletionPolicy: Orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.DeploymentName)
+		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo that no longer owns it (deleted with deletionPolicy: Orphan, or --cascade=orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.DeploymentName)
 	case obs.Conflict:
 		c.Reason = samplev1alpha1.ReasonDeploymentConflict
 		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.DeploymentName)
