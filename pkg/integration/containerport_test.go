@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -171,15 +169,7 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 	s.editDeployment("web", func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
 	})
-	s.eventually(time.Minute, "Ready=False/DeploymentApplyFailed quoting the policy", func() (bool, string) {
-		foo, err := s.getFoo("web")
-		if err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentApplyFailed &&
-			strings.Contains(c.Message, "http ports stay"), fmt.Sprintf("%+v", foo.Status.Conditions)
-	})
+	s.waitNotReady("web", samplev1alpha1.ReasonDeploymentApplyFailed, "http ports stay", time.Minute)
 	reported := time.Now()
 	t.Logf("reported on the Foo in %v", reported.Sub(start).Round(time.Millisecond))
 	// Backoff, not a retry a second: the refused attempts come ever

@@ -24,7 +24,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -699,15 +698,7 @@ func TestUnreachableWebhookIsReported(t *testing.T) {
 	s.startController()
 	start := time.Now()
 	s.createFoo(newFoo("web", "web", 1))
-	s.eventually(2*time.Minute, "Ready=False/DeploymentApplyFailed quoting the webhook", func() (bool, string) {
-		foo, err := s.getFoo("web")
-		if err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentApplyFailed &&
-			strings.Contains(c.Message, "failed calling webhook"), fmt.Sprintf("%+v", foo.Status.Conditions)
-	})
+	s.waitNotReady("web", samplev1alpha1.ReasonDeploymentApplyFailed, "failed calling webhook", 2*time.Minute)
 	reported := time.Since(start)
 	t.Logf("reported on the Foo %v after it was created", reported.Round(time.Millisecond))
 	// Not at the first failure: a webhook restarting for a few seconds

@@ -281,6 +281,21 @@ func (s *scenario) converged(name string) (bool, string) {
 	return true, ""
 }
 
+// waitNotReady waits until the Foo's Ready condition is False with
+// reason, its message saying says: what a user reads in kubectl describe.
+func (s *scenario) waitNotReady(name, reason, says string, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, fmt.Sprintf("Ready=False/%s saying %q", reason, says), func() (bool, string) {
+		foo, err := s.getFoo(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && strings.Contains(c.Message, says),
+			fmt.Sprintf("%+v", foo.Status.Conditions)
+	})
+}
+
 func (s *scenario) waitConverged(name string, timeout time.Duration) {
 	s.t.Helper()
 	s.eventually(timeout, "Foo "+name+" to converge", func() (bool, string) { return s.converged(name) })

@@ -327,15 +327,7 @@ func TestDeletionPolicies(t *testing.T) {
 	again := newFoo("orphan", "kept", 1)
 	again.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
 	s.createFoo(again)
-	s.eventually(time.Minute, "Ready=False/DeploymentConflict naming the earlier Foo", func() (bool, string) {
-		foo, err := s.getFoo("orphan")
-		if err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentConflict &&
-			strings.Contains(c.Message, "left by an earlier Foo"), fmt.Sprintf("%+v", foo.Status.Conditions)
-	})
+	s.waitNotReady("orphan", samplev1alpha1.ReasonDeploymentConflict, "left by an earlier Foo", time.Minute)
 	if d, err := s.getDeployment("kept"); err != nil || d.Labels[plan.FooUIDLabel] != kept.Labels[plan.FooUIDLabel] {
 		t.Fatalf("the earlier Foo's Deployment must be left as it was: %v", err)
 	}
