@@ -210,11 +210,14 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 	}
 	updated, err := c.putBack(ctx, foo, dep)
 	if err != nil {
-		// The Deployment we failed to change still serves: if the API
+		// Not counted as a correction: a refused write (an invalid value
+		// on the Foo) is retried with the workqueue's failure backoff, and
+		// is no fight. The Deployment we failed to change still serves: if the API
 		// server refused the change, the status reports that Deployment
 		// beside the refusal, not zero replicas.
 		return plan.Observation{Deployment: dep}, syncResult{}, err
 	}
+	c.corrections.Made(foo.UID, foo.Generation, c.clock.Now())
 	// Report only what the apply really fixed: a field that still differs
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would

@@ -10,6 +10,11 @@
 // at most one per period, and a change of what the owner declares (its
 // generation) starts afresh, so a user's edits are never delayed.
 //
+// Only corrections that were made take a token (Made): a write the API
+// server refused (an invalid value on the owner, an admission webhook
+// saying no) changed nothing anyone could be fighting over, and its
+// retries are paced by the workqueue's failure backoff instead.
+//
 // A fight ends once no correction was needed for burst periods (the bucket
 // is full again by then): the object is then treated as never fought over,
 // so the next fight is reported again, and its bucket is dropped, so the
@@ -54,8 +59,8 @@ type bucket struct {
 
 // Decision is the Limiter's answer to one request for a correction.
 type Decision struct {
-	// Wait is 0 when the correction may be made now (it has been counted),
-	// else how long to wait before asking again.
+	// Wait is 0 when the correction may be made now (call Made once it
+	// is), else how long to wait before asking again.
 	Wait time.Duration
 	// Contested reports that a correction of this object has been refused
 	// in the current fight: something keeps changing it. A fight ends when
@@ -73,29 +78,47 @@ func New[K comparable](every time.Duration, burst int) *Limiter[K] {
 	return &Limiter[K]{every: every, burst: max(burst, 1), keys: map[K]*bucket{}}
 }
 
-// Reserve asks to correct key's object, declared at generation, at now. A
-// refused request costs nothing.
+// Reserve asks whether key's object, declared at generation, may be
+// corrected at now. It takes no token: call Made once the correction is
+// made.
 func (l *Limiter[K]) Reserve(key K, generation int64, now time.Time) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
+	b := l.bucket(key, generation, now)
+	// Asked, then given back at once: rate's way to look without taking.
+	r := b.tokens.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	r.CancelAt(now)
+	if wait <= 0 {
+		return Decision{Contested: b.contested}
+	}
+	first := !b.contested
+	b.contested = true
+	b.quiet = later(b.quiet, now.Add(wait+l.window()))
+	return Decision{Wait: wait, Contested: true, FirstRefusal: first}
+}
+
+// Made counts a correction of key's object, declared at generation, made
+// at now, after Reserve allowed it.
+func (l *Limiter[K]) Made(key K, generation int64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(key, generation, now)
+	b.tokens.ReserveN(now, 1)
+	b.quiet = later(b.quiet, now.Add(l.window()))
+}
+
+// bucket is key's bucket for generation at now: a full one, with no
+// fight, if the object was never corrected, its owner changed, or the
+// fight (if any) is over.
+func (l *Limiter[K]) bucket(key K, generation int64, now time.Time) *bucket {
 	b := l.keys[key]
 	if b == nil || b.generation != generation || !now.Before(b.quiet) {
-		// Never corrected, the owner changed, or the fight (if any) is
-		// over: a full bucket and no fight.
 		b = &bucket{generation: generation, tokens: rate.NewLimiter(rate.Every(l.every), l.burst)}
 		l.keys[key] = b
 	}
-	r := b.tokens.ReserveN(now, 1)
-	if wait := r.DelayFrom(now); wait > 0 {
-		r.CancelAt(now)
-		first := !b.contested
-		b.contested = true
-		b.quiet = later(b.quiet, now.Add(wait+l.window()))
-		return Decision{Wait: wait, Contested: true, FirstRefusal: first}
-	}
-	b.quiet = later(b.quiet, now.Add(l.window()))
-	return Decision{Contested: b.contested}
+	return b
 }
 
 func later(a, b time.Time) time.Time {

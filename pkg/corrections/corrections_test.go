@@ -46,7 +46,7 @@ func TestReserve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New[string](time.Second, 3)
 			for i, s := range tc.steps {
-				if got := l.Reserve("ns/foo", s.generation, s.now).Wait; got != s.want {
+				if got := correct(l, "ns/foo", s.generation, s.now).Wait; got != s.want {
 					t.Fatalf("step %d (generation %d at +%v): wait %v, want %v",
 						i, s.generation, s.now.Sub(t0), got, s.want)
 				}
@@ -64,16 +64,16 @@ type step struct {
 func TestKeysAreIndependent(t *testing.T) {
 	now := time.Now()
 	l := New[string](time.Minute, 1)
-	if l.Reserve("a", 1, now).Wait != 0 || l.Reserve("b", 1, now).Wait != 0 {
+	if correct(l, "a", 1, now).Wait != 0 || correct(l, "b", 1, now).Wait != 0 {
 		t.Fatal("each key has its own burst")
 	}
-	if l.Reserve("a", 1, now).Wait == 0 {
+	if correct(l, "a", 1, now).Wait == 0 {
 		t.Fatal("a's burst is spent")
 	}
 	if l.Len() != 2 {
 		t.Fatalf("Len = %d, want 2", l.Len())
 	}
-	if l.Reserve("b", 1, now).Wait == 0 {
+	if correct(l, "b", 1, now).Wait == 0 {
 		t.Fatal("b's burst is spent too")
 	}
 }
@@ -87,11 +87,42 @@ func TestContested(t *testing.T) {
 			t.Fatalf("got %+v, want contested=%v first refusal=%v", d, contested, first)
 		}
 	}
-	want(l.Reserve("a", 1, now), false, false)                  // the burst
-	want(l.Reserve("a", 1, now), true, true)                    // refused: a fight begins
-	want(l.Reserve("a", 1, now), true, false)                   // refused again: said already
-	want(l.Reserve("a", 1, now.Add(time.Second)), true, false)  // allowed, still a fight
-	want(l.Reserve("a", 2, now.Add(time.Second)), false, false) // the owner changed: afresh
+	want(correct(l, "a", 1, now), false, false)                  // the burst
+	want(correct(l, "a", 1, now), true, true)                    // refused: a fight begins
+	want(correct(l, "a", 1, now), true, false)                   // refused again: said already
+	want(correct(l, "a", 1, now.Add(time.Second)), true, false)  // allowed, still a fight
+	want(correct(l, "a", 2, now.Add(time.Second)), false, false) // the owner changed: afresh
+}
+
+// correct asks for a correction and, if allowed, makes it.
+func correct[K comparable](l *Limiter[K], key K, generation int64, now time.Time) Decision {
+	d := l.Reserve(key, generation, now)
+	if d.Wait == 0 {
+		l.Made(key, generation, now)
+	}
+	return d
+}
+
+func TestOnlyCorrectionsMadeCount(t *testing.T) {
+	now := time.Now()
+	l := New[string](time.Second, 3)
+	// A write refused ten times in a row, its retries a few milliseconds
+	// apart as the workqueue's backoff begins: never made, never counted.
+	for i := range 10 {
+		if d := l.Reserve("a", 1, now.Add(time.Duration(i)*5*time.Millisecond)); d.Wait != 0 || d.Contested {
+			t.Fatalf("request %d after %d writes not made: %+v, want an immediate, uncontested correction", i, i, d)
+		}
+	}
+	// The whole burst is still there for corrections that are made.
+	later := now.Add(100 * time.Millisecond)
+	for i := range 3 {
+		if d := correct(l, "a", 1, later); d.Wait != 0 {
+			t.Fatalf("correction %d of the burst: %+v", i, d)
+		}
+	}
+	if d := l.Reserve("a", 1, later); d.Wait == 0 {
+		t.Fatal("after the burst made, a correction is held")
+	}
 }
 
 func TestFights(t *testing.T) {
@@ -169,7 +200,7 @@ func TestFights(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New[string](time.Second, tc.burst)
 			for i, r := range tc.reqs {
-				if got := l.Reserve("uid-1", r.generation, r.now); got != r.want {
+				if got := correct(l, "uid-1", r.generation, r.now); got != r.want {
 					t.Fatalf("request %d (generation %d at +%v): got %+v, want %+v",
 						i, r.generation, r.now.Sub(t0), got, r.want)
 				}
@@ -194,11 +225,11 @@ func TestBucketsOfOverFightsAreDropped(t *testing.T) {
 	l := New[string](time.Second, burst)
 	for i := range 100 {
 		key := fmt.Sprintf("gone-%d", i)
-		l.Reserve(key, 1, t0)
-		l.Reserve(key, 1, t0)
+		correct(l, key, 1, t0)
+		correct(l, key, 1, t0)
 	}
 	for range burst + 1 {
-		l.Reserve("fighting", 1, t0.Add(2*time.Second))
+		correct(l, "fighting", 1, t0.Add(2*time.Second))
 	}
 	if l.Len() != 101 {
 		t.Fatalf("Len = %d, want 101 while every fight may go on", l.Len())
@@ -207,13 +238,13 @@ func TestBucketsOfOverFightsAreDropped(t *testing.T) {
 	// Three seconds on, the 100 have had no correction for burst periods;
 	// the fought-over one was refused at +2s.
 	now := t0.Add(burst * time.Second)
-	if d := l.Reserve("new", 1, now); d.Wait != 0 || d.Contested {
+	if d := correct(l, "new", 1, now); d.Wait != 0 || d.Contested {
 		t.Fatalf("new key: %+v", d)
 	}
 	if l.Len() != 2 {
 		t.Errorf("Len = %d, want 2 (the fight and the new key)", l.Len())
 	}
-	if d := l.Reserve("fighting", 1, now); d != (Decision{Contested: true}) {
+	if d := correct(l, "fighting", 1, now); d != (Decision{Contested: true}) {
 		t.Errorf("the fight that goes on was forgotten: %+v", d)
 	}
 }
