@@ -82,3 +82,13 @@ func trimmed[T any](obj T) T {
 	out, _ := cachetrim.Transform(obj)
 	return out.(T)
 }
+
+// namespaceGoing reports whether the namespace is being deleted, as far as
+// the namespaces informer knows (false without one: see WithNamespaces).
+func (c *Controller) namespaceGoing(namespace string) bool {
+	if c.namespaces == nil {
+		return false
+	}
+	ns, err := c.namespaces.Get(namespace)
+	return err == nil && ns.DeletionTimestamp != nil
+}

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -63,6 +65,11 @@ type Controller struct {
 	informedDeployments cache.Indexer
 	foos                cache.MutationCache
 	foosSynced          cache.InformerSynced
+	// namespaces, when set (WithNamespaces), tells which namespaces are
+	// being deleted: nothing is reported to the Foos in one (see
+	// namespaceGoing).
+	namespaces       corelisters.NamespaceLister
+	namespacesSynced cache.InformerSynced
 
 	// workqueue serialises work per Foo: a key is never processed by two
 	// workers at once, and a key added many times while waiting is
@@ -141,6 +148,10 @@ func NewController(
 		recorder:            recorder,
 		clock:               clock.RealClock{},
 		pool:                cc.pool,
+		namespacesSynced:    func() bool { return true },
+	}
+	if cc.namespaces != nil {
+		c.namespaces, c.namespacesSynced = cc.namespaces.Lister(), cc.namespaces.Informer().HasSynced
 	}
 
 	logger.V(4).Info("Setting up event handlers")
@@ -154,8 +165,9 @@ func NewController(
 type ControllerOption func(*controllerConfig)
 
 type controllerConfig struct {
-	queueName string
-	pool      *semaphore.Weighted
+	queueName  string
+	pool       *semaphore.Weighted
+	namespaces coreinformers.NamespaceInformer
 }
 
 // WithQueueName names the workqueue, and so its metrics (default:
@@ -174,6 +186,14 @@ func WithWorkerPool(pool *semaphore.Weighted) ControllerOption {
 	return func(c *controllerConfig) { c.pool = pool }
 }
 
+// WithNamespaces gives the controller an informer of the namespaces its
+// Foos live in (default: none), so that it writes nothing to the Foos of a
+// namespace being deleted: their pods and Deployments go first, and each
+// change would otherwise be reported to a Foo about to go too.
+func WithNamespaces(informer coreinformers.NamespaceInformer) ControllerOption {
+	return func(c *controllerConfig) { c.namespaces = informer }
+}
+
 // shutdownGracePeriod bounds how long in-flight syncs may run after
 // shutdown begins (a request to an API server that stopped answering would
 // otherwise hold the process until it is killed). It fits within a Pod's
@@ -190,7 +210,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := klog.FromContext(ctx)
 
 	logger.Info("Starting Foo controller", "workers", workers)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.deploymentsSynced, c.foosSynced) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.deploymentsSynced, c.foosSynced, c.namespacesSynced) {
 		c.workqueue.ShutDown()
 		if ctx.Err() != nil {
 			return nil // asked to stop before we started: a clean exit
@@ -365,4 +385,6 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 }
 
 // HasSynced reports whether both informer caches have synced.
-func (c *Controller) HasSynced() bool { return c.deploymentsSynced() && c.foosSynced() }
+func (c *Controller) HasSynced() bool {
+	return c.deploymentsSynced() && c.foosSynced() && c.namespacesSynced()
+}

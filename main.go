@@ -16,8 +16,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	kubeinformers "k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -128,8 +130,12 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer func() { sender.stop(logger, errors.Is(err, leader.ErrLost)) }()
+	namespaces, err := startNamespaceInformer(ctx, o, cs)
+	if err != nil {
+		return err
+	}
 	if member != nil {
-		return runSharded(ctx, o, member, cs, recorder, &ready)
+		return runSharded(ctx, o, member, cs, recorder, namespaces, &ready)
 	}
 
 	// The informers, the controller over them, and its workers.
@@ -137,7 +143,8 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, cs.kube, cs.foo, deploymentInformer, fooInformer, recorder)
+	controller, err := NewController(ctx, cs.kube, cs.foo, deploymentInformer, fooInformer, recorder,
+		WithNamespaces(namespaces))
 	if err != nil {
 		return err
 	}
@@ -206,7 +213,7 @@ func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, foo
 		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
 	foos := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
-	if err := countWatchErrors(deployments.Informer(), foos.Informer()); err != nil {
+	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
 		return nil, nil, nil, err
 	}
 	start := func(ctx context.Context) func(bool) {
@@ -226,6 +233,26 @@ func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, foo
 		}
 	}
 	return deployments, foos, start, nil
+}
+
+// startNamespaceInformer starts the informer of the namespaces the Foos
+// live in (only -namespace's, if set), which tells the controller which
+// are being deleted (see WithNamespaces). It stops with ctx. Namespaces
+// are few and small: its cache costs little beside the Foos'.
+func startNamespaceInformer(ctx context.Context, o options, cs *clients) (coreinformers.NamespaceInformer, error) {
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
+		kubeinformers.WithTransform(cachetrim.Transform),
+		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			if o.namespace != "" {
+				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.namespace).String()
+			}
+		}))
+	namespaces := factory.Core().V1().Namespaces()
+	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"namespaces": namespaces.Informer()}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	return namespaces, nil
 }
 
 // serveProbes serves the health probes and the metrics. Liveness: the
@@ -259,10 +286,10 @@ func serveProbes(ctx context.Context, o options, election *leaderelection.Health
 }
 
 // countWatchErrors makes the informers count their list/watch failures (a
-// cache going stale is otherwise only a log line), then log them as
-// client-go does by default.
-func countWatchErrors(deployments, foos cache.SharedIndexInformer) error {
-	for resource, inf := range map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos} {
+// cache going stale is otherwise only a log line), by resource, then log
+// them as client-go does by default.
+func countWatchErrors(informers map[string]cache.SharedIndexInformer) error {
+	for resource, inf := range informers {
 		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			metrics.WatchErrors.WithLabelValues(resource).Inc()
 			cache.DefaultWatchErrorHandler(ctx, r, err)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -24,7 +25,7 @@ import (
 // takes the slot and stopped, its in-flight syncs finished, before the
 // member releases it (shard.Member.Run). See docs/sharding.md.
 func runSharded(ctx context.Context, o options, member *shard.Member, cs *clients,
-	recorder events.EventRecorder, ready *atomic.Pointer[func() error]) error {
+	recorder events.EventRecorder, namespaces coreinformers.NamespaceInformer, ready *atomic.Pointer[func() error]) error {
 	logger := klog.FromContext(ctx)
 
 	// Whether the API server filters decides what a slot costs: with the
@@ -44,7 +45,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, cs *client
 		logger.Info("The API server does not filter lists and watches by shard (kube-apiserver 1.36+ with --feature-gates=ShardedListAndWatch=true does): each slot's watches receive every object and drop the others' on our side, so memory still divides among replicas but the decoding does not")
 	}
 
-	r := &slotRunner{o: o, cs: cs, recorder: recorder, controllers: map[int]*Controller{},
+	r := &slotRunner{o: o, cs: cs, recorder: recorder, namespaces: namespaces, controllers: map[int]*Controller{},
 		// One pool of -workers for every slot this replica holds: -workers
 		// means what it means for one leader, and a slot with work gets
 		// the workers the others leave (see WithWorkerPool).
@@ -59,7 +60,10 @@ type slotRunner struct {
 	o        options
 	cs       *clients
 	recorder events.EventRecorder
-	pool     *semaphore.Weighted
+	// namespaces is the process's one namespaces informer, shared by the
+	// slots.
+	namespaces coreinformers.NamespaceInformer
+	pool       *semaphore.Weighted
 
 	mu sync.Mutex
 	// controllers has an entry for every slot whose work runs, nil until
@@ -92,12 +96,12 @@ func (r *slotRunner) run(ctx context.Context, s shard.Slot) error {
 		return err
 	}
 	deployments, foos := inf.Deployments.Informer(), inf.Foos.Informer()
-	if err := countWatchErrors(deployments, foos); err != nil {
+	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos}); err != nil {
 		return err
 	}
 	defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
 	c, err := NewController(ctx, r.cs.kube, r.cs.foo, inf.Deployments, inf.Foos, r.recorder,
-		WithQueueName(queueName), WithWorkerPool(r.pool))
+		WithQueueName(queueName), WithWorkerPool(r.pool), WithNamespaces(r.namespaces))
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,6 +175,31 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 	f.client.ClearActions()
 	if _, err := c.syncHandler(ctx, keyOf(foo)); !errors.Is(err, refusal) {
 		t.Fatal(err)
+	}
+	assertActions(t, "foo", f.client.Actions(), nil)
+	assertEvents(t, drainEvents(f.recorder))
+}
+
+// TestSyncInATerminatingNamespace: the API server refuses to create
+// anything in a namespace being deleted (the Foo's Deployment was deleted
+// with it): there is nobody left to tell, and retrying cannot help.
+func TestSyncInATerminatingNamespace(t *testing.T) {
+	foo := newFoo("a", 1)
+	f := newFixture(t).withFoo(foo)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	refusal := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+		Message: `deployments.apps "a-deploy" is forbidden: unable to create new content in namespace default because it is being terminated`,
+		Details: &metav1.StatusDetails{Group: "apps", Kind: "deployments", Name: "a-deploy",
+			Causes: []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace default is being terminated", Field: "metadata.namespace"}}},
+	}}
+	f.kubeclient.PrependReactor("patch", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, refusal
+	})
+	res, err := c.syncHandler(ctx, keyOf(foo))
+	if err != nil || res != (syncResult{}) {
+		t.Fatalf("got %+v, %v; want done: no retry", res, err)
 	}
 	assertActions(t, "foo", f.client.Actions(), nil)
 	assertEvents(t, drainEvents(f.recorder))

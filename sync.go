@@ -54,6 +54,13 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		return syncResult{}, err
 	}
 	obs, held, err := c.syncDeployment(ctx, foo)
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted, and with it this Foo: nothing
+		// can be created in it any more, and nobody is left to tell. No
+		// status, no Event, no retry: the Foo's deletion ends it.
+		logger.V(2).Info("Namespace is being deleted; not creating the Deployment", "deployment", foo.Spec.DeploymentName)
+		return syncResult{}, nil
+	}
 	if err != nil {
 		if !isPermanent(err) && !c.persists(key, err) {
 			return syncResult{}, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -132,4 +133,52 @@ func TestEditStorm(t *testing.T) {
 	// Events: not yet aggregated (issue 25, item 4): counted here, so
 	// that the figure is on record beside the status writes.
 	t.Logf("Events about the Foo, by reason: %v", s.fooEvents("web"))
+}
+
+// TestNamespaceDeletedWritesNoStatus deletes a namespace of Foos, some
+// with the Orphan policy (a finalizer of ours), and checks that the
+// controller writes no status to them while they go: the namespace's
+// deletion removes their Deployments too, and a Foo that is being deleted,
+// or whose namespace is, has nothing left to report to anyone.
+func TestNamespaceDeletedWritesNoStatus(t *testing.T) {
+	s := newScenario(t)
+	s.startController()
+	const n = 200
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("foo-%03d", i)
+		foo := newFoo(names[i], names[i], 1)
+		if i%4 == 0 {
+			foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+		}
+		s.createFoo(foo)
+	}
+	s.waitAllConverged(names, 3*time.Minute)
+
+	start := time.Now()
+	if err := s.kube.CoreV1().Namespaces().Delete(s.ctx, s.ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(5*time.Minute, "the namespace to be gone", func() (bool, string) {
+		_, err := s.kube.CoreV1().Namespaces().Get(s.ctx, s.ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		foos, _ := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+		deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
+		return false, fmt.Sprintf("%d Foos, %d Deployments left (%v)", len(foos.Items), len(deps.Items), err)
+	})
+	gone := time.Since(start)
+	time.Sleep(2 * time.Second) // any late write would be in the audit log by now
+	writes := writesOf(s.controllerRequests(start, time.Now()))
+	var status []auditEvent
+	for _, e := range writes {
+		if e.resource() == "foos/status" {
+			status = append(status, e)
+		}
+	}
+	t.Logf("namespace of %d Foos gone in %v; the controller's writes meanwhile:%s", n, gone.Round(time.Millisecond), summarize(writes))
+	if len(status) > 0 {
+		t.Errorf("%d status writes to Foos of a namespace being deleted, want none:%s", len(status), summarize(status))
+	}
 }

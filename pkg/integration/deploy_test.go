@@ -76,6 +76,7 @@ var wantClusterRules = map[string][]string{
 	"samplecontroller.example.com/foos/finalizers": {"update"},
 	"apps/deployments":                             {"list", "watch", "create", "patch", "delete"},
 	"events.k8s.io/events":                         {"create", "patch"},
+	"namespaces":                                   {"list", "watch"},
 }
 
 func TestRBACIsExactlyEnough(t *testing.T) {
