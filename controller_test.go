@@ -245,6 +245,7 @@ func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
 		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
 		{"/apis/apps/v1/deployments", "cannot list deployments (does the controller's identity have RBAC permission"},
+		{"/api/v1/namespaces", "cannot list namespaces (does the controller's identity have RBAC permission"},
 		{"everything", "cannot reach the API server at http://"},
 		{"nothing", ""},
 	} {
@@ -411,6 +412,8 @@ func fakeAPIServer(refused string, code, readyz int) http.Handler {
 				`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
 		case fooGV + "/foos":
 			_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
+		case "/api/v1/namespaces":
+			_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","items":[]}`))
 		default:
 			_, _ = w.Write([]byte(`{"kind":"DeploymentList","apiVersion":"apps/v1","items":[]}`))
 		}

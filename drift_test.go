@@ -282,10 +282,10 @@ func TestSyncReplicasOverriddenIsStalled(t *testing.T) {
 
 // TestRefusedCorrectionsBackOff: something keeps changing our Deployment
 // and the API server refuses every correction (an admission webhook, say).
-// Each refusal is an error, and a correction held back by the corrections
-// limiter in between must not reset the backoff: the key's failures keep
-// counting, so it retries ever more slowly instead of about once a second
-// forever.
+// Each refusal is an error; a refused correction takes no token from the
+// corrections limiter, so nothing is held back in between and nothing
+// resets the backoff: the key's failures keep counting, so it retries ever
+// more slowly instead of about once a second forever.
 func TestRefusedCorrectionsBackOff(t *testing.T) {
 	foo := newFoo("a", 2)
 	dep := ownedDeployment(foo)

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	apiwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -133,7 +134,17 @@ func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error
 		return err
 	}
 	_, err = kc.AppsV1().Deployments(namespace).List(ctx, one)
-	return cannotList("deployments", err)
+	if err := cannotList("deployments", err); err != nil {
+		return err
+	}
+	// The namespaces informer lists cluster-wide, or -namespace's alone
+	// (see startNamespaceInformer): a Role in that namespace cannot grant it.
+	nsList := one
+	if namespace != "" {
+		nsList.FieldSelector = fields.OneTermEqualSelector("metadata.name", namespace).String()
+	}
+	_, err = kc.CoreV1().Namespaces().List(ctx, nsList)
+	return cannotList("namespaces", err)
 }
 
 func cannotList(resource string, err error) error {

@@ -32,15 +32,17 @@ const statusProgressInterval = 2 * time.Second
 // after the write, so a failed write (retried) cannot repeat the Event. A
 // write the pacer holds back is a requeue for when it may go out.
 func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs plan.Observation) (syncResult, error) {
-	if c.namespaceGoing(foo.Namespace) {
-		// Its pods and Deployment are being deleted before it: each loss
-		// would be a status write (and an Event) to a Foo about to go.
-		klog.FromContext(ctx).V(4).Info("Namespace is being deleted; not reporting")
-		return syncResult{}, nil
-	}
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
 	want := plan.Status(foo, obs, now)
 	if plan.StatusEqual(foo.Status, want) {
+		return syncResult{}, nil
+	}
+	if want.ObservedGeneration == foo.Status.ObservedGeneration && c.namespaceGoing(foo.Namespace) {
+		// Its pods and Deployment are being deleted with it: each loss
+		// would be a status write (and an Event) to a Foo about to go. An
+		// edit of the Foo is still acknowledged: a stuck pod can hold a
+		// namespace in deletion for as long as it likes.
+		klog.FromContext(ctx).V(4).Info("Namespace is being deleted; not reporting")
 		return syncResult{}, nil
 	}
 	key := cache.MetaObjectToName(foo)

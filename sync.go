@@ -138,6 +138,11 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 		return plan.Observation{}, syncResult{}, err
 	}
 	if dep == nil {
+		if c.namespaceGoing(foo.Namespace) {
+			// The API server would refuse it (NamespaceTerminating).
+			logger.V(4).Info("Namespace is being deleted; not creating the Deployment")
+			return plan.Observation{}, syncResult{}, nil
+		}
 		return c.createDeployment(ctx, foo)
 	}
 
@@ -215,16 +220,19 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 		}
 		return plan.Observation{}, requeueAfter(fight.Wait), nil
 	}
-	updated, err := c.putBack(ctx, foo, dep)
+	updated, wrote, err := c.putBack(ctx, foo, dep)
+	if wrote {
+		// Counted only if something was written: a write refused whole
+		// (an invalid value on the Foo) is retried with the workqueue's
+		// failure backoff, and is no fight.
+		c.corrections.Made(foo.UID, foo.Generation, c.clock.Now())
+	}
 	if err != nil {
-		// Not counted as a correction: a refused write (an invalid value
-		// on the Foo) is retried with the workqueue's failure backoff, and
-		// is no fight. The Deployment we failed to change still serves: if the API
+		// The Deployment we failed to change still serves: if the API
 		// server refused the change, the status reports that Deployment
 		// beside the refusal, not zero replicas.
 		return plan.Observation{Deployment: dep}, syncResult{}, err
 	}
-	c.corrections.Made(foo.UID, foo.Generation, c.clock.Now())
 	// Report only what the apply really fixed: a field that still differs
 	// in the API server's answer is being set back by something else (a
 	// mutating admission webhook, say), and an Event per sync for it would
@@ -313,29 +321,32 @@ func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired
 // more, the apply is sent without it (plan.DesiredDeploymentWithoutPorts),
 // so that the rest is still put back and no pod template ever lacks the
 // port.
-func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (*appsv1.Deployment, error) {
-	updated, err := c.applyDeployment(ctx, foo)
+func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (updated *appsv1.Deployment, wrote bool, err error) {
+	updated, err = c.applyDeployment(ctx, foo)
 	switch {
 	case err == nil && (len(plan.Drift(foo, updated)) == 0 || !plan.RemovingStraysConverges(foo, updated)):
-		return updated, nil
+		return updated, true, nil
 	case err == nil:
-		return c.removeStrays(ctx, foo, updated, plan.StrayEntriesPatch)
+		updated, err = c.removeStrays(ctx, foo, updated, plan.StrayEntriesPatch)
+		return updated, true, err
 	case !apierrors.IsInvalid(err):
-		return nil, err
+		return nil, false, err
 	}
 	if _, ok, _ := plan.StrayEntriesPatch(foo, dep); !ok {
-		return nil, err // refused for another reason
+		return nil, false, err // refused for another reason
 	}
 	replaced, err := c.removeStrays(ctx, foo, dep, plan.ReplaceStrayEntriesPatch)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if slices.Contains(plan.Drift(foo, replaced), "containerPort") {
 		klog.FromContext(ctx).V(2).Info("The API server rewrote the port we put back; applying the other fields without it",
 			"deployment", klog.KObj(replaced))
-		return c.apply(ctx, foo, plan.DesiredDeploymentWithoutPorts(foo))
+		updated, err = c.apply(ctx, foo, plan.DesiredDeploymentWithoutPorts(foo))
+		return updated, true, err
 	}
-	return c.applyDeployment(ctx, foo)
+	updated, err = c.applyDeployment(ctx, foo)
+	return updated, true, err
 }
 
 // removeStrays removes the list entries of dep that foo does not declare

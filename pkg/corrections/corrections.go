@@ -104,7 +104,12 @@ func (l *Limiter[K]) Reserve(key K, generation int64, now time.Time) Decision {
 func (l *Limiter[K]) Made(key K, generation int64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucket(key, generation, now)
+	b := l.keys[key]
+	if b == nil || b.generation != generation {
+		// Swept, or the owner changed, since Reserve. A fight that Reserve
+		// saw is kept even if it ended while the write was in flight.
+		b = l.bucket(key, generation, now)
+	}
 	b.tokens.ReserveN(now, 1)
 	b.quiet = later(b.quiet, now.Add(l.window()))
 }

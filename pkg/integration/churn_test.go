@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,11 +47,13 @@ func TestEditStorm(t *testing.T) {
 	}
 	defer w.Stop()
 	observed := make(chan []int64, 1)
+	var watchedGen atomic.Int64
 	go func() {
 		var gens []int64
 		for ev := range w.ResultChan() {
 			if foo, ok := ev.Object.(*samplev1alpha1.Foo); ok && ev.Type == watch.Modified {
 				gens = append(gens, foo.Status.ObservedGeneration)
+				watchedGen.Store(foo.Status.ObservedGeneration)
 			}
 		}
 		observed <- gens
@@ -79,20 +82,28 @@ func TestEditStorm(t *testing.T) {
 			t.Fatalf("edit: %v", err)
 		}
 	}
-	t.Logf("%d edits in %v", edits, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("%d edits in %v (%.0f a second)", edits, took.Round(time.Millisecond), edits/took.Seconds())
 	// (Edits that arrive out of order and set the value already there are
 	// no change: the generation counts those that were.)
 
-	s.waitConverged("web", time.Minute)
-	foo, err = s.getFoo("web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := *foo.Spec.Replicas // the last edit the API server took
-	if foo.Status.ObservedGeneration != foo.Generation || foo.Status.Replicas != last {
-		t.Fatalf("converged on observedGeneration %d of %d, %d replicas of %d", foo.Status.ObservedGeneration,
-			foo.Generation, foo.Status.Replicas, last)
-	}
+	// Converged on the last edit the API server took, and the watch has
+	// seen the status that says so.
+	var last int32
+	s.eventually(time.Minute, "the status to catch up with the last edit", func() (bool, string) {
+		if ok, state := s.converged("web"); !ok {
+			return false, state
+		}
+		if foo, err = s.getFoo("web"); err != nil {
+			return false, err.Error()
+		}
+		last = *foo.Spec.Replicas
+		return foo.Status.Replicas == last, fmt.Sprintf("status.replicas %d of %d", foo.Status.Replicas, last)
+	})
+	s.eventually(time.Minute, "the watch to see it", func() (bool, string) {
+		g := watchedGen.Load()
+		return g == foo.Generation, fmt.Sprintf("watched observedGeneration %d of %d", g, foo.Generation)
+	})
 	time.Sleep(2 * time.Second) // the Events of the last syncs are sent
 	end := time.Now()
 	w.Stop()
@@ -177,8 +188,21 @@ func TestNamespaceDeletedWritesNoStatus(t *testing.T) {
 			status = append(status, e)
 		}
 	}
-	t.Logf("namespace of %d Foos gone in %v; the controller's writes meanwhile:%s", n, gone.Round(time.Millisecond), summarize(writes))
+	byKind := map[string]int{}
+	for _, e := range writes {
+		byKind[fmt.Sprintf("%s %s %d", e.Verb, e.resource(), e.ResponseStatus.Code)]++
+	}
+	t.Logf("namespace of %d Foos gone in %v; the controller's writes meanwhile: %v", n, gone.Round(time.Millisecond), byKind)
 	if len(status) > 0 {
 		t.Errorf("%d status writes to Foos of a namespace being deleted, want none:%s", len(status), summarize(status))
+	}
+	var refused []auditEvent
+	for _, e := range writes {
+		if e.resource() == "deployments" && e.ResponseStatus != nil && e.ResponseStatus.Code == 403 {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d Deployment writes refused in a namespace being deleted, want none:%s", len(refused), summarize(refused))
 	}
 }

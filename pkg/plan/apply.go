@@ -19,12 +19,15 @@ var ownedConditions = []string{samplev1alpha1.ConditionReady, samplev1alpha1.Con
 // precondition: a status is computed from the cached Foo, which is always a
 // little behind a Foo being edited, so under churn every preconditioned
 // write would be refused (851 of 863 in TestEditStorm) and the status would
-// lag the most exactly when it is watched. Nothing older is written over
-// newer without it: one worker syncs a key at a time, from a cache that
-// only moves forward, so observedGeneration never goes back. What it did
-// guard is narrower: a Foo deleted and created again under its name within
-// the cache's lag (milliseconds) may get, once, a status computed from its
-// predecessor, which its own sync, brought by the same watch, replaces.
+// lag the most exactly when it is watched. One worker syncs a key at a
+// time, from a cache that only moves forward, so one process's writes never
+// take observedGeneration back. What the precondition also refused, and
+// what may now land once before the next sync (which the write's own watch
+// event brings) replaces it: a status computed from a Foo's deleted
+// predecessor of the same name; a write sent by an old leader just before
+// its fence closed and delayed past its successor's; a sync that read the
+// informer's older copy after our own write's copy expired from the
+// MutationCache (a watch stalled for over a minute). See docs/design.md.
 func StatusApply(foo *samplev1alpha1.Foo, st samplev1alpha1.FooStatus) *applyv1alpha1.FooApplyConfiguration {
 	status := applyv1alpha1.FooStatus().
 		WithObservedGeneration(st.ObservedGeneration).
