@@ -91,6 +91,11 @@ type Controller struct {
 	// plan.ProgressOnly) and a new Foo's first "progressing" (see
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *pacer.Pacer[cache.ObjectName]
+	// scaleEvents and heldScales space out the Scaled Events that follow
+	// edits of a Foo: one per scaleEventInterval, the scales in between
+	// told together (see tellScaled).
+	scaleEvents *pacer.Pacer[cache.ObjectName]
+	heldScales  sync.Map
 	// pruned holds, per Foo key, the prunedSpec of its last complete
 	// pruneDeployments, which need not run again until the spec changes
 	// or the informer shows a leftover.
@@ -145,6 +150,7 @@ func NewController(
 		lanes:               queueLanes,
 		corrections:         corrections.New[types.UID](correctionEvery, correctionBurst),
 		statusPacer:         pacer.New[cache.ObjectName](statusProgressInterval),
+		scaleEvents:         pacer.New[cache.ObjectName](scaleEventInterval),
 		recorder:            recorder,
 		clock:               clock.RealClock{},
 		pool:                cc.pool,
@@ -384,7 +390,8 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 	c.workqueue.AddRateLimited(key)
 }
 
-// HasSynced reports whether both informer caches have synced.
+// HasSynced reports whether the informer caches have synced: Foos,
+// Deployments and, when given, namespaces.
 func (c *Controller) HasSynced() bool {
 	return c.deploymentsSynced() && c.foosSynced() && c.namespacesSynced()
 }

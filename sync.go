@@ -43,6 +43,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		c.pruned.Delete(key)
 		c.overridden.Delete(key)
 		c.applyFailures.Delete(key)
+		c.heldScales.Delete(key)
+		c.scaleEvents.Forget(key)
 		return syncResult{}, nil
 	}
 
@@ -99,7 +101,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	if err := errors.Join(pruneErr, err); err != nil {
 		return syncResult{}, err
 	}
-	return res.soonest(c.recheckUnseen(obs.Deployment)).soonest(c.retryOverridden(foo)), nil
+	return res.soonest(c.recheckUnseen(obs.Deployment)).soonest(c.retryOverridden(foo)).soonest(c.flushScaled(foo, obs.Deployment)), nil
 }
 
 // Event reasons. Events are recorded only when the controller changes
@@ -252,8 +254,7 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
 			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
 	case len(drift) == 1 && drift[0] == "replicas":
-		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonScaled, "ScaleDeployment",
-			"Scaled Deployment %s from %d to %d replicas", updated.Name, replicasOf(dep), plan.Replicas(foo))
+		c.tellScaled(foo, updated, replicasOf(dep), plan.Replicas(foo))
 	default:
 		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
 			"Updated Deployment %s: %v", updated.Name, drift)

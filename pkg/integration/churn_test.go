@@ -5,10 +5,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,7 +25,8 @@ import (
 // TestEditStorm edits one Foo's replicas 100 times a second for 20 s, as a
 // script or an autoscaler gone wrong would, and checks what the controller
 // spends on it: status writes that do not lose to the edits (at most 10%
-// refused) and a status that never goes backwards.
+// refused), a status that never goes backwards, and Events that do not
+// flood (at most 30) while the newest still tells the last scale.
 func TestEditStorm(t *testing.T) {
 	s := newScenario(t)
 	s.startController()
@@ -141,9 +145,28 @@ func TestEditStorm(t *testing.T) {
 		t.Errorf("the watch ended on observedGeneration %d, want %d: changes were missed", gens[len(gens)-1], foo.Generation)
 	}
 
-	// Events: not yet aggregated (issue 25, item 4): counted here, so
-	// that the figure is on record beside the status writes.
-	t.Logf("Events about the Foo, by reason: %v", s.fooEvents("web"))
+	// Events: a handful, the newest telling the last scale.
+	list, err := s.kube.EventsV1().Events(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var about []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Foo" && e.Regarding.Name == "web" {
+			about = append(about, e)
+		}
+	}
+	slices.SortFunc(about, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	t.Logf("%d Events about the Foo, by reason %v", len(about), s.fooEvents("web"))
+	if len(about) > 30 {
+		t.Errorf("%d Events about the Foo after %d edits, want at most 30", len(about), edits)
+	}
+	want := fmt.Sprintf("to %d replicas", last)
+	if newest := about[len(about)-1]; !strings.Contains(newest.Note, want) {
+		t.Errorf("the newest Event says %q; want the last scale (%q)", newest.Note, want)
+	} else {
+		t.Logf("the newest Event: %s %q", newest.Reason, newest.Note)
+	}
 }
 
 // TestNamespaceDeletedWritesNoStatus deletes a namespace of Foos, some
