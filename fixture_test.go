@@ -50,6 +50,7 @@ type fixture struct {
 	// Objects in the informer caches.
 	foos        []*samplev1alpha1.Foo
 	deployments []*appsv1.Deployment
+	namespaces  []*corev1.Namespace
 	// Objects in the fake API servers (usually the same as the caches).
 	kubeobjects []runtime.Object
 	objects     []runtime.Object
@@ -73,6 +74,13 @@ func (f *fixture) withFoo(foo *samplev1alpha1.Foo) *fixture {
 }
 
 // withDeployment puts dep in the cache and the fake API.
+// withNamespace puts ns in the namespaces informer (a namespace absent
+// from it is taken as not being deleted).
+func (f *fixture) withNamespace(ns *corev1.Namespace) *fixture {
+	f.namespaces = append(f.namespaces, ns)
+	return f
+}
+
 func (f *fixture) withDeployment(dep *appsv1.Deployment) *fixture {
 	f.deployments = append(f.deployments, dep)
 	f.kubeobjects = append(f.kubeobjects, dep)
@@ -125,7 +133,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	i := informers.NewSharedInformerFactory(f.client, 0)
 	k8sI := kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
 	c, err := NewController(ctx, f.kubeclient, f.client,
-		k8sI.Apps().V1().Deployments(), i.Samplecontroller().V1alpha1().Foos(), f.recorder)
+		k8sI.Apps().V1().Deployments(), i.Samplecontroller().V1alpha1().Foos(), f.recorder,
+		WithNamespaces(k8sI.Core().V1().Namespaces()))
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
@@ -136,6 +145,11 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 
 	for _, foo := range f.foos {
 		if err := i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer().Add(foo); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, ns := range f.namespaces {
+		if err := k8sI.Core().V1().Namespaces().Informer().GetIndexer().Add(ns); err != nil {
 			f.t.Fatal(err)
 		}
 	}

@@ -205,6 +205,54 @@ func TestSyncInATerminatingNamespace(t *testing.T) {
 	assertEvents(t, drainEvents(f.recorder))
 }
 
+// TestSyncInANamespaceBeingDeleted: the namespaces informer says the
+// Foo's namespace is going. Its pods and Deployment going with it are not
+// reported, a missing Deployment is not created (the API server would
+// refuse it), but an edit of the Foo is still acknowledged: a stuck pod
+// can hold a namespace in deletion for as long as it likes.
+func TestSyncInANamespaceBeingDeleted(t *testing.T) {
+	foo := newFoo("a", 2)
+	dep := ownedDeployment(foo)
+	withConvergedStatus(foo, dep, false)
+	going := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS, DeletionTimestamp: ptr.To(metav1.NewTime(fixedNow))},
+		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
+	lost := dep.DeepCopy() // its pods deleted
+	lost.Status.AvailableReplicas, lost.Status.ReadyReplicas = 0, 0
+	lost.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable"}}
+
+	for _, tc := range []struct {
+		name      string
+		namespace *corev1.Namespace
+		foo       *samplev1alpha1.Foo
+		dep       *appsv1.Deployment
+		wantKube  []string
+		wantFoo   []string
+	}{
+		{"pods lost", going, foo, lost, nil, nil},
+		{"Deployment gone", going, foo, nil, nil, nil},
+		{"Foo edited", going, func() *samplev1alpha1.Foo { e := foo.DeepCopy(); e.Generation = 2; return e }(), lost,
+			nil, []string{"patch foos/status a " + applyPatch}},
+		{"pods lost, namespace not going", nil, foo, lost, nil, []string{"patch foos/status a " + applyPatch}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t).withFoo(tc.foo)
+			if tc.dep != nil {
+				f.withDeployment(tc.dep)
+			}
+			if tc.namespace != nil {
+				f.withNamespace(tc.namespace)
+			}
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			if _, err := c.syncHandler(ctx, keyOf(tc.foo)); err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", f.kubeclient.Actions(), tc.wantKube)
+			assertActions(t, "foo", f.client.Actions(), tc.wantFoo)
+		})
+	}
+}
+
 // TestSyncRefusedUpdateReportsWhatStillServes: when the API server refuses
 // the apply for a Deployment that exists (a scale-up over quota, say), the
 // old Deployment keeps serving, and the status says so next to the
