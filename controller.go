@@ -91,11 +91,11 @@ type Controller struct {
 	// plan.ProgressOnly) and a new Foo's first "progressing" (see
 	// plan.FirstProgress) to one per statusProgressInterval per Foo.
 	statusPacer *pacer.Pacer[cache.ObjectName]
-	// scaleEvents and heldScales space out the Scaled Events that follow
-	// edits of a Foo: one per scaleEventInterval, the scales in between
-	// told together (see tellScaled).
-	scaleEvents *pacer.Pacer[cache.ObjectName]
-	heldScales  sync.Map
+	// changeEvents and heldEvents space out the Scaled and Updated Events
+	// that follow edits of a Foo: one per changeEventInterval, the changes
+	// in between told together (see tellChanged).
+	changeEvents *pacer.Pacer[cache.ObjectName]
+	heldEvents   sync.Map
 	// pruned holds, per Foo key, the prunedSpec of its last complete
 	// pruneDeployments, which need not run again until the spec changes
 	// or the informer shows a leftover.
@@ -150,7 +150,7 @@ func NewController(
 		lanes:               queueLanes,
 		corrections:         corrections.New[types.UID](correctionEvery, correctionBurst),
 		statusPacer:         pacer.New[cache.ObjectName](statusProgressInterval),
-		scaleEvents:         pacer.New[cache.ObjectName](scaleEventInterval),
+		changeEvents:        pacer.New[cache.ObjectName](changeEventInterval),
 		recorder:            recorder,
 		clock:               clock.RealClock{},
 		pool:                cc.pool,
@@ -257,6 +257,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	// cancelled context and takes no new key.
 	c.workqueue.ShutDown()
 	wg.Wait()
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		// Told now rather than lost: the sender waits for them at exit.
+		// (After a lost Lease, Events are dropped.)
+		c.flushAllChanges()
+	}
 	logger.Info("All workers stopped")
 	return nil
 }

@@ -118,7 +118,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		}
 		c.deployments.Mutation(trimmed(patched))
 		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
-		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
+		c.event(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
 			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -79,11 +78,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionStalled)
 	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionStalled)
 	if after != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
-		var related runtime.Object
-		if obs.Deployment != nil {
-			related = obs.Deployment
-		}
-		c.recorder.Eventf(foo, related, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+		c.event(foo, obs.Deployment, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	}
 	return syncResult{}, nil
 }

@@ -43,8 +43,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		c.pruned.Delete(key)
 		c.overridden.Delete(key)
 		c.applyFailures.Delete(key)
-		c.heldScales.Delete(key)
-		c.scaleEvents.Forget(key)
+		c.heldEvents.Delete(key)
+		c.changeEvents.Forget(key)
 		return syncResult{}, nil
 	}
 
@@ -101,7 +101,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	if err := errors.Join(pruneErr, err); err != nil {
 		return syncResult{}, err
 	}
-	return res.soonest(c.recheckUnseen(obs.Deployment)).soonest(c.retryOverridden(foo)).soonest(c.flushScaled(foo, obs.Deployment)), nil
+	return res.soonest(c.recheckUnseen(obs.Deployment)).soonest(c.retryOverridden(foo)).soonest(c.flushChanges(foo, obs.Deployment)), nil
 }
 
 // Event reasons. Events are recorded only when the controller changes
@@ -193,7 +193,7 @@ func (c *Controller) createDeployment(ctx context.Context, foo *samplev1alpha1.F
 		return plan.Observation{}, syncResult{}, err
 	}
 	klog.FromContext(ctx).V(2).Info("Created Deployment", "deployment", klog.KObj(created))
-	c.recorder.Eventf(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
+	c.event(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
 		"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
 	c.noteOverridden(ctx, foo, created)
 	return plan.Observation{Deployment: created}, syncResult{}, nil
@@ -216,7 +216,7 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 			"deployment", klog.KObj(dep), "drift", drift, "after", fight.Wait)
 		metrics.CorrectionsDelayed.Inc()
 		if fight.FirstRefusal {
-			c.recorder.Eventf(foo, dep, corev1.EventTypeWarning, reasonContested, "CorrectDeployment",
+			c.event(foo, dep, corev1.EventTypeWarning, reasonContested, "CorrectDeployment",
 				"Deployment %s keeps being changed by another client (%v); putting it back at most once per %v",
 				dep.Name, drift, correctionEvery)
 		}
@@ -251,13 +251,12 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 	case fight.Contested:
 		// Reported once, when the fight began.
 	case ownership == plan.Orphaned:
-		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
+		c.event(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
 			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
 	case len(drift) == 1 && drift[0] == "replicas":
-		c.tellScaled(foo, updated, replicasOf(dep), plan.Replicas(foo))
+		c.tellChanged(foo, updated, replicasOf(dep), plan.Replicas(foo), nil)
 	default:
-		c.recorder.Eventf(foo, updated, corev1.EventTypeNormal, reasonUpdated, "UpdateDeployment",
-			"Updated Deployment %s: %v", updated.Name, drift)
+		c.tellChanged(foo, updated, 0, 0, drift)
 	}
 	return plan.Observation{Deployment: updated, Overridden: still}, syncResult{}, nil
 }
@@ -455,7 +454,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 			return fmt.Errorf("deleting old Deployment %s: %w", dep.Name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted old Deployment", "deployment", klog.KObj(dep))
-		c.recorder.Eventf(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
+		c.event(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
 			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.DeploymentName)
 	}
 	c.pruned.Store(key, spec)

@@ -169,6 +169,51 @@ func TestEditStorm(t *testing.T) {
 	}
 }
 
+// TestLastChangeToldAtShutdown: a Scaled Event held back by the pacing
+// (a second scale within 2 s of the first) is told when the controller
+// stops, not lost with it.
+func TestLastChangeToldAtShutdown(t *testing.T) {
+	s := newScenario(t)
+	p := s.startController()
+	s.createFoo(newFoo("web", "web", 1))
+	s.waitConverged("web", time.Minute)
+	scale := func(n int) {
+		patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+		if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(2)
+	s.eventually(10*time.Second, "the first scale told", func() (bool, string) {
+		n := s.fooEvents("web")["Scaled"]
+		return n == 1, fmt.Sprintf("%d Scaled Events", n)
+	})
+	scale(3)
+	s.eventually(10*time.Second, "the second scale made", func() (bool, string) {
+		dep, err := s.getDeployment("web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return *dep.Spec.Replicas == 3, fmt.Sprintf("Deployment at %d replicas", *dep.Spec.Replicas)
+	})
+	if err := p.stop(30 * time.Second); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	list, err := s.kube.EventsV1().Events(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == "web" && e.Reason == "Scaled" {
+			notes = append(notes, e.Note)
+		}
+	}
+	if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "from 2 to 3 replicas") }) {
+		t.Errorf("Scaled Events %q: the scale to 3, held back when the controller stopped, was not told", notes)
+	}
+}
+
 // TestNamespaceDeletedWritesNoStatus deletes a namespace of Foos, some
 // with the Orphan policy (a finalizer of ours), and checks that the
 // controller writes no status to them while they go: the namespace's

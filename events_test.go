@@ -1,0 +1,107 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+)
+
+// TestChangeEventsFollowingEditsArePaced: the Scaled and Updated Events
+// that follow edits of a Foo are told at most once per
+// changeEventInterval, the changes in between in one Event each when the
+// interval ends, so the newest tells the last change; a change that puts
+// back someone else's is told at once, after what is held.
+func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
+	foo := newFoo("a", 1)
+	dep := ownedDeployment(foo)
+	f := newFixture(t).withFoo(foo).withDeployment(dep)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	edited := func(gen int64) *samplev1alpha1.Foo {
+		e := foo.DeepCopy()
+		e.Generation, e.Status.ObservedGeneration = gen, gen-1
+		return e
+	}
+	caughtUp := foo.DeepCopy()
+	caughtUp.Generation, caughtUp.Status.ObservedGeneration = 9, 9
+	flush := func(foo *samplev1alpha1.Foo, wantWait bool) {
+		t.Helper()
+		res := c.flushChanges(foo, dep)
+		if (res.requeueAfter > 0) != wantWait || res.requeueAfter > changeEventInterval {
+			t.Fatalf("flush: requeue after %v, want a wait: %v (at most %v)", res.requeueAfter, wantWait, changeEventInterval)
+		}
+	}
+
+	// The first change is told at once.
+	c.tellChanged(edited(2), dep, 1, 2, nil)
+	flush(edited(2), false)
+	assertEvents(t, drainEvents(f.recorder), "Normal Scaled Scaled Deployment a-deploy from 1 to 2 replicas")
+
+	// More within the interval: held, the sync asked to come back.
+	f.clock.Step(500 * time.Millisecond)
+	c.tellChanged(edited(3), dep, 2, 3, nil)
+	flush(edited(3), true)
+	f.clock.Step(500 * time.Millisecond)
+	c.tellChanged(edited(4), dep, 3, 4, nil)
+	c.tellChanged(edited(5), dep, 0, 0, []string{"image"})
+	c.tellChanged(edited(6), dep, 4, 1, nil)
+	c.tellChanged(edited(7), dep, 0, 0, []string{"containerPort"})
+	flush(edited(7), true)
+	assertEvents(t, drainEvents(f.recorder))
+
+	// The interval over: one Event per reason, timed from the first held.
+	f.clock.Step(time.Second)
+	flush(edited(7), false)
+	assertEvents(t, drainEvents(f.recorder),
+		"Normal Updated Updated Deployment a-deploy: [image containerPort], through 2 updates in 1.5s",
+		"Normal Scaled Scaled Deployment a-deploy from 2 to 1 replicas, through 3 scales in 1.5s")
+	flush(edited(7), false)
+	assertEvents(t, drainEvents(f.recorder))
+
+	// Someone else's change put back (the Foo's status caught up): told at
+	// once, each time, and after what was held, so the newest is the last.
+	f.clock.Step(100 * time.Millisecond)
+	c.tellChanged(edited(8), dep, 1, 3, nil) // held: within the interval
+	c.tellChanged(caughtUp, dep, 9, 3, nil)
+	c.tellChanged(caughtUp, dep, 0, 0, []string{"image"})
+	flush(caughtUp, false)
+	assertEvents(t, drainEvents(f.recorder),
+		"Normal Scaled Scaled Deployment a-deploy from 1 to 3 replicas",
+		"Normal Scaled Scaled Deployment a-deploy from 9 to 3 replicas",
+		"Normal Updated Updated Deployment a-deploy: [image]")
+
+	// A Foo created again under the name does not tell its predecessor's.
+	c.tellChanged(edited(9), dep, 1, 3, nil)
+	successor := edited(2)
+	successor.UID = "a-successor"
+	flush(successor, false)
+	assertEvents(t, drainEvents(f.recorder))
+
+	// At shutdown, what is held is told.
+	f.clock.Step(100 * time.Millisecond)
+	c.tellChanged(edited(10), dep, 3, 5, nil)
+	c.tellChanged(edited(11), dep, 5, 6, nil)
+	c.flushAllChanges()
+	assertEvents(t, drainEvents(f.recorder), "Normal Scaled Scaled Deployment a-deploy from 3 to 6 replicas, through 2 scales in 0s")
+}
+
+// TestNoEventsInANamespaceBeingDeleted: the API server refuses new
+// objects in a namespace being deleted, and nobody is left to read them.
+func TestNoEventsInANamespaceBeingDeleted(t *testing.T) {
+	foo := newFoo("a", 1)
+	foo.Status.ObservedGeneration = foo.Generation
+	dep := ownedDeployment(foo)
+	f := newFixture(t).withFoo(foo).withDeployment(dep).withNamespace(&corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: testNS, DeletionTimestamp: ptr.To(metav1.NewTime(fixedNow))}})
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	c.tellChanged(foo, dep, 7, 1, nil)
+	c.event(foo, dep, corev1.EventTypeWarning, "Test", "Test", "a warning")
+	assertEvents(t, drainEvents(f.recorder))
+}
