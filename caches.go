@@ -3,12 +3,12 @@ package main
 import (
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/plan"
 )
 
 const (
@@ -46,7 +46,7 @@ const unseenRecheckAfter = mutationCacheTTL + 5*time.Second
 // resync, which may be never (-resync-period=0). The sync after the copy
 // expires reads the informer alone, finds no Deployment and applies it
 // again.
-func (c *Controller) recheckUnseen(dep *appsv1.Deployment) syncResult {
+func (c *Controller) recheckUnseen(dep *plan.DeploymentView) syncResult {
 	if dep == nil {
 		return syncResult{}
 	}
@@ -68,19 +68,21 @@ func (c *Controller) getFoo(key cache.ObjectName) (*samplev1alpha1.Foo, error) {
 
 // getDeployment returns the cached Deployment (nil if there is none). The
 // object is shared with the cache: never modify it.
-func (c *Controller) getDeployment(namespace, name string) (*appsv1.Deployment, error) {
+func (c *Controller) getDeployment(namespace, name string) (*plan.DeploymentView, error) {
 	obj, exists, err := c.deployments.GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
 	if err != nil || !exists {
 		return nil, err
 	}
-	return obj.(*appsv1.Deployment), nil
+	return obj.(*plan.DeploymentView), nil
 }
 
-// trimmed drops from a write's response what the caches never keep (see
-// pkg/cachetrim) before it is remembered in a MutationCache.
-func trimmed[T any](obj T) T {
-	out, _ := cachetrim.Transform(obj)
-	return out.(T)
+// trimmedFoo drops from a write's response what the Foo cache never keeps
+// (see pkg/cachetrim) before it is remembered in a MutationCache. A
+// Deployment written is remembered as the cache keeps it, a
+// plan.DeploymentView.
+func trimmedFoo(foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+	out, _ := cachetrim.Transform(foo)
+	return out.(*samplev1alpha1.Foo)
 }
 
 // namespaceGoing reports whether the namespace is being deleted, as far as

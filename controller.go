@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"example.com/foo-controller/pkg/cachetrim"
 	"example.com/foo-controller/pkg/corrections"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
@@ -132,6 +133,12 @@ func NewController(
 		o(&cc)
 	}
 
+	// Every read of the Deployment cache expects what cachetrim keeps of a
+	// Deployment (a plan.DeploymentView), so the transform is set here
+	// rather than left to each caller's informer factory.
+	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
+		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
+	}
 	if err := addIndexers(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
 		return nil, err
 	}

@@ -56,8 +56,8 @@ func TestSyncCorrectsDrift(t *testing.T) {
 			_ = foos
 			assertEvents(t, evts, tc.wantEvent)
 			d := appliedDeployment(t, kube)
-			if len(plan.Drift(foo, d)) != 0 {
-				t.Errorf("applied Deployment still drifts: %v", plan.Drift(foo, d))
+			if len(plan.Drift(foo, plan.NewDeploymentView(d))) != 0 {
+				t.Errorf("applied Deployment still drifts: %v", plan.Drift(foo, plan.NewDeploymentView(d)))
 			}
 		})
 	}

@@ -5,23 +5,23 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // event records an Event about foo, unless its namespace is being deleted:
 // the API server refuses new objects there, and nobody is left to read it.
-func (c *Controller) event(foo *samplev1alpha1.Foo, related *appsv1.Deployment, eventtype, reason, action, note string, args ...any) {
+func (c *Controller) event(foo *samplev1alpha1.Foo, related *plan.DeploymentView, eventtype, reason, action, note string, args ...any) {
 	if c.namespaceGoing(foo.Namespace) {
 		return
 	}
 	var rel runtime.Object
 	if related != nil {
-		rel = related
+		rel = related.Reference()
 	}
 	c.recorder.Eventf(foo, rel, eventtype, reason, action, note, args...)
 }
@@ -56,7 +56,7 @@ type heldChanges struct {
 // changeEventInterval, the first at once: the newest Event always tells the
 // last change. A change that puts back someone else's is told at once,
 // after anything held (the corrections limiter bounds those).
-func (c *Controller) tellChanged(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, from, to int32, fields []string) {
+func (c *Controller) tellChanged(foo *samplev1alpha1.Foo, dep *plan.DeploymentView, from, to int32, fields []string) {
 	key := cache.MetaObjectToName(foo)
 	h := c.held(key, foo)
 	if foo.Status.ObservedGeneration == foo.Generation {
@@ -111,7 +111,7 @@ func (c *Controller) held(key cache.ObjectName, foo *samplev1alpha1.Foo) *heldCh
 
 // flushChanges records foo's held Events once their interval allows, or
 // asks to come back then.
-func (c *Controller) flushChanges(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) syncResult {
+func (c *Controller) flushChanges(foo *samplev1alpha1.Foo, dep *plan.DeploymentView) syncResult {
 	key := cache.MetaObjectToName(foo)
 	h := c.held(key, foo)
 	if h == nil {
@@ -138,7 +138,7 @@ func (c *Controller) flushAllChanges() {
 }
 
 // recordHeld records held Events, the update before the scale.
-func (c *Controller) recordHeld(h *heldChanges, dep *appsv1.Deployment, now time.Time) {
+func (c *Controller) recordHeld(h *heldChanges, dep *plan.DeploymentView, now time.Time) {
 	c.changeEvents.Wrote(cache.MetaObjectToName(h.foo), now)
 	name, took := h.foo.Spec.DeploymentName, now.Sub(h.since).Round(100*time.Millisecond)
 	if h.updates > 0 {

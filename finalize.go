@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +31,7 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo)
 	if err != nil {
 		return nil, fmt.Errorf("updating finalizers: %w", err)
 	}
-	c.foos.Mutation(trimmed(updated))
+	c.foos.Mutation(trimmedFoo(updated))
 	klog.FromContext(ctx).V(2).Info("Updated finalizers", "finalizers", updated.Finalizers)
 	return updated, nil
 }
@@ -87,16 +86,16 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 	}
 	// The label may have been removed by hand; the index still knows the
 	// Deployments by their owner reference.
-	deps := map[string]*appsv1.Deployment{}
+	deps := map[string]*plan.DeploymentView{}
 	for i := range list.Items {
-		deps[list.Items[i].Name] = &list.Items[i]
+		deps[list.Items[i].Name] = plan.NewDeploymentView(&list.Items[i])
 	}
 	cached, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}
 	for _, obj := range cached {
-		if dep := obj.(*appsv1.Deployment); deps[dep.Name] == nil {
+		if dep := obj.(*plan.DeploymentView); deps[dep.Name] == nil {
 			deps[dep.Name] = dep
 		}
 	}
@@ -116,7 +115,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.
 		if err != nil {
 			return fmt.Errorf("removing owner reference from Deployment %s: %w", dep.Name, err)
 		}
-		c.deployments.Mutation(trimmed(patched))
+		c.deployments.Mutation(plan.NewDeploymentView(patched))
 		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
 		c.event(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
 			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,7 +155,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		}
 	}
 	for _, d := range f.deployments {
-		if err := k8sI.Apps().V1().Deployments().Informer().GetIndexer().Add(d); err != nil {
+		// What the informer keeps of it (pkg/cachetrim).
+		if err := k8sI.Apps().V1().Deployments().Informer().GetIndexer().Add(plan.NewDeploymentView(d)); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -196,11 +198,13 @@ func (f *fixture) syncPaced(key cache.ObjectName) (kubeActions, fooActions []cor
 
 func (f *fixture) snapshotCaches() []runtime.Object {
 	var out []runtime.Object
-	for _, foo := range f.foos {
-		out = append(out, foo.DeepCopy())
-	}
-	for _, d := range f.deployments {
-		out = append(out, d.DeepCopy())
+	for _, indexer := range []cache.Indexer{f.fooIndexer, f.deploymentIndexer} {
+		keys := indexer.ListKeys()
+		slices.Sort(keys)
+		for _, key := range keys {
+			obj, _, _ := indexer.GetByKey(key)
+			out = append(out, obj.(runtime.Object).DeepCopyObject())
+		}
 	}
 	return out
 }
@@ -215,7 +219,7 @@ func (f *fixture) deploymentChanged(dep *appsv1.Deployment, change func(*appsv1.
 	d := dep.DeepCopy()
 	d.ResourceVersion = strconv.Itoa(1000 + f.lastRV)
 	change(d)
-	if err := f.deploymentIndexer.Update(d); err != nil {
+	if err := f.deploymentIndexer.Update(plan.NewDeploymentView(d)); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -333,7 +337,7 @@ func foreignDeployment(name string) *appsv1.Deployment {
 // withConvergedStatus sets the status the controller would have written for
 // foo with dep (or with a conflict when conflict is set).
 func withConvergedStatus(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, conflict bool) *samplev1alpha1.Foo {
-	foo.Status = plan.Status(foo, plan.Observation{Deployment: dep, Conflict: conflict},
+	foo.Status = plan.Status(foo, plan.Observation{Deployment: plan.NewDeploymentView(dep), Conflict: conflict},
 		metav1.NewTime(fixedNow.Add(-time.Hour)))
 	return foo
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
@@ -103,14 +102,14 @@ func (c *Controller) addFoo(obj any, expedite bool) {
 // is not confused with its predecessor) and the Foos that want its name
 // (so a Foo blocked by a foreign Deployment notices when it changes or goes).
 func (c *Controller) handleDeployment(obj any) {
-	dep, ok := obj.(*appsv1.Deployment)
+	dep, ok := obj.(*plan.DeploymentView)
 	if !ok {
 		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
 		if !ok {
 			utilruntime.HandleError(fmt.Errorf("unexpected object type %T in Deployment handler", obj))
 			return
 		}
-		if dep, ok = tombstone.Obj.(*appsv1.Deployment); !ok {
+		if dep, ok = tombstone.Obj.(*plan.DeploymentView); !ok {
 			utilruntime.HandleError(fmt.Errorf("unexpected tombstone object type %T in Deployment handler", tombstone.Obj))
 			return
 		}
@@ -137,7 +136,7 @@ func (c *Controller) handleDeployment(obj any) {
 
 // handleDeploymentUpdate is handleDeployment for updates.
 func (c *Controller) handleDeploymentUpdate(oldObj, newObj any) {
-	oldDep, newDep := oldObj.(*appsv1.Deployment), newObj.(*appsv1.Deployment)
+	oldDep, newDep := oldObj.(*plan.DeploymentView), newObj.(*plan.DeploymentView)
 	if oldDep.ResourceVersion == newDep.ResourceVersion {
 		// A re-delivery of an unchanged object (a relist after a watch
 		// expired; Deployments are not resynced, see main.go): nothing new.
@@ -156,7 +155,7 @@ func (c *Controller) handleDeploymentDelete(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	if dep, ok := obj.(*appsv1.Deployment); ok {
+	if dep, ok := obj.(*plan.DeploymentView); ok {
 		// So that our copy of a Deployment we wrote does not outlive the
 		// Deployment itself.
 		c.deployments.OnDelete(dep)
@@ -173,7 +172,7 @@ func indexFooByDeploymentName(obj any) ([]string, error) {
 }
 
 func indexDeploymentByFooUID(obj any) ([]string, error) {
-	dep, ok := obj.(*appsv1.Deployment)
+	dep, ok := obj.(*plan.DeploymentView)
 	if !ok {
 		return nil, nil
 	}
@@ -183,7 +182,7 @@ func indexDeploymentByFooUID(obj any) ([]string, error) {
 	return nil, nil
 }
 
-func equalControllerRef(a, b *appsv1.Deployment) bool {
+func equalControllerRef(a, b *plan.DeploymentView) bool {
 	ra, rb := metav1.GetControllerOfNoCopy(a), metav1.GetControllerOfNoCopy(b)
 	if ra == nil || rb == nil {
 		return ra == rb

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/plan"
 )
 
 func TestHandlersEnqueueTheRightFoos(t *testing.T) {
@@ -26,18 +27,20 @@ func TestHandlersEnqueueTheRightFoos(t *testing.T) {
 		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: a.UID, Controller: ptr.To(true),
 	}}
 
+	// The informer delivers what it caches of a Deployment.
+	view := plan.NewDeploymentView
 	tests := []struct {
 		name string
 		obj  any
 		want []string
 	}{
-		{"owned Deployment", ownedDeployment(a), []string{"default/a"}},
-		{"owned Deployment under an old name (found by owner, not by name)", leftover, []string{"default/a"}},
-		{"foreign Deployment with a wanted name", foreignDeployment("shared-name"), []string{"default/b"}},
-		{"unrelated Deployment", foreignDeployment("unrelated"), nil},
-		{"Deployment of a previous Foo incarnation", staleOwned, nil},
-		{"owner of another API group", otherGroup, nil},
-		{"tombstone", cache.DeletedFinalStateUnknown{Key: "default/a-deploy", Obj: ownedDeployment(a)}, []string{"default/a"}},
+		{"owned Deployment", view(ownedDeployment(a)), []string{"default/a"}},
+		{"owned Deployment under an old name (found by owner, not by name)", view(leftover), []string{"default/a"}},
+		{"foreign Deployment with a wanted name", view(foreignDeployment("shared-name")), []string{"default/b"}},
+		{"unrelated Deployment", view(foreignDeployment("unrelated")), nil},
+		{"Deployment of a previous Foo incarnation", view(staleOwned), nil},
+		{"owner of another API group", view(otherGroup), nil},
+		{"tombstone", cache.DeletedFinalStateUnknown{Key: "default/a-deploy", Obj: view(ownedDeployment(a))}, []string{"default/a"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +58,7 @@ func TestDeploymentUpdateHandler(t *testing.T) {
 	f := newFixture(t).withFoo(a)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	dep := ownedDeployment(a)
+	dep := plan.NewDeploymentView(ownedDeployment(a))
 	dep.Name = "a-old-name" // so only the owner reference can lead to the Foo
 
 	// Re-delivered unchanged (a relist): same resourceVersion, nothing new.
@@ -83,8 +86,8 @@ func TestDeploymentEventsJumpTheQueue(t *testing.T) {
 	for _, name := range []string{"new-1", "new-2"} {
 		c.enqueueFoo(newFoo(name, 1))
 	}
-	c.handleDeployment(foreignDeployment("taken"))
-	dep := ownedDeployment(deployed)
+	c.handleDeployment(plan.NewDeploymentView(foreignDeployment("taken")))
+	dep := plan.NewDeploymentView(ownedDeployment(deployed))
 	available := dep.DeepCopy()
 	available.ResourceVersion = bumpRV(dep.ResourceVersion)
 	available.Status.AvailableReplicas = 1

@@ -69,7 +69,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	if err != nil {
 		return syncResult{}, fmt.Errorf("writing status: %w", err)
 	}
-	c.foos.Mutation(trimmed(updated))
+	c.foos.Mutation(trimmedFoo(updated))
 	c.statusPacer.Wrote(key, c.clock.Now())
 
 	ready := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,7 +200,7 @@ func (c *Controller) createDeployment(ctx context.Context, foo *samplev1alpha1.F
 
 // correctDeployment puts back what drifted in our Deployment, as often as
 // the corrections limiter allows, and tells the user once.
-func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment,
+func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView,
 	ownership plan.Ownership, drift []string) (plan.Observation, syncResult, error) {
 	logger := klog.FromContext(ctx)
 	// Someone changed our Deployment. Put it back, but if they keep doing
@@ -264,7 +263,7 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 // noteOverridden remembers, after a write of ours, the fields the API
 // server did not keep (see overriddenState), and returns them; a write it
 // kept whole clears what was remembered.
-func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1alpha1.Foo, written *appsv1.Deployment) []string {
+func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1alpha1.Foo, written *plan.DeploymentView) []string {
 	key := cache.MetaObjectToName(foo)
 	still := plan.Drift(foo, written)
 	if len(still) == 0 {
@@ -292,19 +291,20 @@ func (c *Controller) retryOverridden(foo *samplev1alpha1.Foo) syncResult {
 // applyDeployment server-side applies the Deployment foo declares. Force
 // takes back fields another manager changed (that is the drift we correct);
 // fields we do not declare keep their other owners.
-func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*appsv1.Deployment, error) {
+func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*plan.DeploymentView, error) {
 	return c.apply(ctx, foo, plan.DesiredDeployment(foo))
 }
 
 // apply server-side applies a Deployment of foo's.
-func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment, error) {
+func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
 	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, desired,
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if err != nil {
 		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
 	}
-	c.deployments.Mutation(trimmed(dep))
-	return dep, nil
+	view := plan.NewDeploymentView(dep)
+	c.deployments.Mutation(view)
+	return view, nil
 }
 
 // putBack applies foo's Deployment over dep, which has drifted. An apply
@@ -321,7 +321,7 @@ func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired
 // more, the apply is sent without it (plan.DesiredDeploymentWithoutPorts),
 // so that the rest is still put back and no pod template ever lacks the
 // port.
-func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (updated *appsv1.Deployment, wrote bool, err error) {
+func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView) (updated *plan.DeploymentView, wrote bool, err error) {
 	updated, err = c.applyDeployment(ctx, foo)
 	switch {
 	case err == nil && (len(plan.Drift(foo, updated)) == 0 || !plan.RemovingStraysConverges(foo, updated)):
@@ -354,8 +354,8 @@ func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *
 // (plan.StrayEntriesPatch, or ReplaceStrayEntriesPatch to put ours in
 // their place), and returns dep as the API server then has it (dep itself
 // when there is nothing to remove).
-func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *appsv1.Deployment,
-	strayPatch func(*samplev1alpha1.Foo, *appsv1.Deployment) ([]byte, bool, error)) (*appsv1.Deployment, error) {
+func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView,
+	strayPatch func(*samplev1alpha1.Foo, *plan.DeploymentView) ([]byte, bool, error)) (*plan.DeploymentView, error) {
 	patch, ok, err := strayPatch(foo, dep)
 	if err != nil || !ok {
 		return dep, err
@@ -375,8 +375,9 @@ func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, 
 		return nil, fmt.Errorf("removing entries another writer left in Deployment %s: %w", dep.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Removed entries another writer left in our container", "deployment", klog.KObj(patched))
-	c.deployments.Mutation(trimmed(patched))
-	return patched, nil
+	view := plan.NewDeploymentView(patched)
+	c.deployments.Mutation(view)
+	return view, nil
 }
 
 // overriddenState identifies what the API server made of a correction it
@@ -390,7 +391,7 @@ type overriddenState struct {
 	owned      string
 }
 
-func overriddenOf(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) overriddenState {
+func overriddenOf(foo *samplev1alpha1.Foo, dep *plan.DeploymentView) overriddenState {
 	return overriddenState{uid: foo.UID, generation: foo.Generation, owned: plan.OwnedValues(foo, dep)}
 }
 
@@ -438,7 +439,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 		return err
 	}
 	for _, obj := range objs {
-		dep := obj.(*appsv1.Deployment)
+		dep := obj.(*plan.DeploymentView)
 		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !plan.IsControlledBy(dep, foo.UID) {
 			continue
 		}
@@ -475,7 +476,7 @@ func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
 			return false
 		}
 		obj, exists, err := c.informedDeployments.GetByKey(k)
-		return err != nil || (exists && obj.(*appsv1.Deployment).DeletionTimestamp == nil)
+		return err != nil || (exists && obj.(*plan.DeploymentView).DeletionTimestamp == nil)
 	})
 }
 
@@ -519,7 +520,7 @@ func (c *Controller) persists(key cache.ObjectName, err error) bool {
 	return n >= reportAfterFailures
 }
 
-func replicasOf(dep *appsv1.Deployment) int32 {
+func replicasOf(dep *plan.DeploymentView) int32 {
 	if dep.Spec.Replicas == nil {
 		return 1
 	}

@@ -322,16 +322,16 @@ func TestSyncRecreatesADeploymentDeletedRightAfterOurWrite(t *testing.T) {
 	}
 	// The informer sees the create, then the user's delete: the store is
 	// updated first, then the handler runs.
-	if err := f.deploymentIndexer.Add(dep); err != nil {
+	if err := f.deploymentIndexer.Add(plan.NewDeploymentView(dep)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.kubeclient.AppsV1().Deployments(testNS).Delete(ctx, "a-deploy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.deploymentIndexer.Delete(dep); err != nil {
+	if err := f.deploymentIndexer.Delete(plan.NewDeploymentView(dep)); err != nil {
 		t.Fatal(err)
 	}
-	c.handleDeploymentDelete(dep)
+	c.handleDeploymentDelete(plan.NewDeploymentView(dep))
 	f.kubeclient.ClearActions()
 	drainEvents(f.recorder)
 
@@ -454,10 +454,10 @@ func TestSyncPrunesALeftoverThatAppearsLater(t *testing.T) {
 	}
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
 
-	if err := f.deploymentIndexer.Add(leftover); err != nil {
+	if err := f.deploymentIndexer.Add(plan.NewDeploymentView(leftover)); err != nil {
 		t.Fatal(err)
 	}
-	c.handleDeployment(leftover)
+	c.handleDeployment(plan.NewDeploymentView(leftover))
 	assertQueue(t, c, []string{"default/a"})
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 		t.Fatal(err)
@@ -510,7 +510,7 @@ func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.deploymentIndexer.Add(dep); err != nil {
+	if err := f.deploymentIndexer.Add(plan.NewDeploymentView(dep)); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := c.syncHandler(ctx, keyOf(foo)); err != nil || res.requeueAfter != 0 {

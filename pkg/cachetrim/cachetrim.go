@@ -5,9 +5,9 @@
 // often the largest part of an object and the controller never reads them,
 // nor kubectl's last-applied-configuration annotation: dropping both before
 // caching is the cheapest memory saving a controller can make. A
-// Deployment is cut further, to what the controller reads of it
-// (plan.CachedDeployment): most of one is defaults that only other
-// controllers read. Strings that repeat across objects (namespaces, kinds,
+// Deployment is replaced by what the controller reads of it
+// (plan.DeploymentView, a type of its own): most of one is defaults that
+// only other controllers read. Strings that repeat across objects (namespaces, kinds,
 // label keys, condition reasons) are interned (plan.CachedFoo).
 package cachetrim
 
@@ -32,7 +32,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // it entered the cache.
 func Transform(obj any) (any, error) {
 	if dep, ok := obj.(*appsv1.Deployment); ok {
-		return plan.CachedDeployment(dep), nil
+		return plan.NewDeploymentView(dep), nil
 	}
 	if foo, ok := obj.(*samplev1alpha1.Foo); ok {
 		obj = plan.CachedFoo(foo)

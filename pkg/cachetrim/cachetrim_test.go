@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"example.com/foo-controller/pkg/plan"
 )
 
 func fat() *corev1.ConfigMap {
@@ -41,7 +43,7 @@ func TestTransformLeavesOtherValues(t *testing.T) {
 }
 
 // A Deployment is replaced by what the controller reads of it; what that
-// is, and that it hides no drift, is tested with plan.CachedDeployment.
+// is, and that it hides no drift, is tested with plan.NewDeploymentView.
 func TestTransformCutsDeployments(t *testing.T) {
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "d", Annotations: map[string]string{"a": "b"}},
@@ -51,8 +53,8 @@ func TestTransformCutsDeployments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := out.(*appsv1.Deployment)
-	if d.Name != "d" || d.Annotations != nil || d.Spec.RevisionHistoryLimit != nil {
+	d, ok := out.(*plan.DeploymentView)
+	if !ok || d.Name != "d" || d.Annotations != nil {
 		t.Errorf("got %+v", d)
 	}
 }

@@ -264,7 +264,7 @@ func (s *scenario) converged(name string) (bool, string) {
 	if !plan.IsControlledBy(dep, foo.UID) {
 		return false, fmt.Sprintf("Deployment %s not controlled by the Foo: %v", dep.Name, dep.OwnerReferences)
 	}
-	if drift := plan.Drift(foo, dep); len(drift) > 0 {
+	if drift := plan.Drift(foo, plan.NewDeploymentView(dep)); len(drift) > 0 {
 		return false, fmt.Sprintf("Deployment drifts: %v", drift)
 	}
 	want := plan.Replicas(foo)

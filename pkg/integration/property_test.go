@@ -54,7 +54,7 @@ func TestDriftAgreesWithTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Foo %d: applying its Deployment: %v\nFoo: %s", i, err, fooJSON)
 		}
-		if drift := plan.Drift(foo, served); len(drift) != 0 {
+		if drift := plan.Drift(foo, plan.NewDeploymentView(served)); len(drift) != 0 {
 			depJSON, _ := json.Marshal(served)
 			t.Fatalf("Foo %d: the Deployment it declares, as the API server stores it, drifts from it: %q\nFoo: %s\nDeployment: %s",
 				i, drift, fooJSON, depJSON)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -169,7 +168,7 @@ func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfig
 // "podLabels", "owner"). Empty means the controller has nothing to send. Fields the
 // controller does not own (added labels, annotations, other containers,
 // defaults filled in by the API server) are not compared.
-func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
+func Drift(foo *samplev1alpha1.Foo, dep *DeploymentView) []string {
 	var drift []string
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != Replicas(foo) {
 		drift = append(drift, "replicas")
@@ -198,7 +197,7 @@ func Drift(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) []string {
 // OwnedValues is, in one comparable string, every value of dep that Drift
 // compares with foo: two Deployments with the same OwnedValues have the same
 // drift from foo. Status and the fields of other owners do not enter it.
-func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
+func OwnedValues(foo *samplev1alpha1.Foo, dep *DeploymentView) string {
 	pick := func(have map[string]string) map[string]string {
 		out := map[string]string{}
 		for k := range TemplateLabels(foo) {
@@ -210,7 +209,7 @@ func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
 	}
 	owned := struct {
 		Replicas       *int32
-		Container      *corev1.Container `json:",omitempty"`
+		Container      *ContainerView `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
 		PodLabelKeys   *string
@@ -220,13 +219,13 @@ func OwnedValues(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) string {
 		owned.PodLabelKeys = &keys
 	}
 	if c := container(dep); c != nil {
-		owned.Container = &corev1.Container{Image: c.Image, Ports: c.Ports}
+		owned.Container = &ContainerView{Image: c.Image, Ports: c.Ports}
 	}
 	b, _ := json.Marshal(owned) // plain types: cannot fail
 	return string(b)
 }
 
-func container(dep *appsv1.Deployment) *corev1.Container {
+func container(dep *DeploymentView) *ContainerView {
 	for i := range dep.Spec.Template.Spec.Containers {
 		if dep.Spec.Template.Spec.Containers[i].Name == ContainerName {
 			return &dep.Spec.Template.Spec.Containers[i]
@@ -238,7 +237,7 @@ func container(dep *appsv1.Deployment) *corev1.Container {
 // portMatches reports whether c's ports named PortName are exactly the one
 // want declares (nil: none). Ports of other names are not ours and are not
 // compared.
-func portMatches(c *corev1.Container, want *int32) bool {
+func portMatches(c *ContainerView, want *int32) bool {
 	found := false
 	for _, p := range c.Ports {
 		if p.Name != PortName {
@@ -263,7 +262,7 @@ func isDesiredPort(p corev1.ContainerPort, want int32) bool {
 // Foo declares: when the Foo drops a key, the annotation differs, and the
 // apply sent for it removes the key our field manager owned. Labels others
 // added are not compared.
-func podLabelsMatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) bool {
+func podLabelsMatch(foo *samplev1alpha1.Foo, dep *DeploymentView) bool {
 	keys, ok := dep.Annotations[PodLabelsAnnotation]
 	want := podLabelKeys(foo)
 	return hasLabels(dep.Spec.Template.Labels, PodLabels(foo)) && ok == (want != "") && keys == want

@@ -50,7 +50,7 @@ func fuzzObjects(name, depName, image, ownerAPIVersion, ownerKind, condReason st
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: condReason}},
 		},
 	}
-	obs := Observation{Deployment: dep, Conflict: conflict, Waiting: waiting}
+	obs := Observation{Deployment: NewDeploymentView(dep), Conflict: conflict, Waiting: waiting}
 	if condReason == "refused" {
 		obs.ApplyError = errors.New("refused")
 	}
@@ -71,7 +71,7 @@ func FuzzDecisions(f *testing.F) {
 		foo, obs := fuzzObjects(name, depName, image, ownerAPIVersion, ownerKind, condReason, replicas, depReplicas,
 			available, updated, observedGen, ownerIsFoo, controller, hasDep, conflict, waiting)
 		fooBefore := foo.DeepCopy()
-		var depBefore *appsv1.Deployment
+		var depBefore *DeploymentView
 		if obs.Deployment != nil {
 			depBefore = obs.Deployment.DeepCopy()
 		}

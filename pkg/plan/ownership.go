@@ -3,7 +3,6 @@ package plan
 import (
 	"maps"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,7 +73,7 @@ func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
 // LeftBehind reports whether dep, which is not foo's, was created by this
 // controller for another Foo that no longer controls it: our labels, that
 // Foo's UID, no controller (a Foo deleted with deletionPolicy: Orphan).
-func LeftBehind(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) bool {
+func LeftBehind(dep *DeploymentView, foo *samplev1alpha1.Foo) bool {
 	if dep == nil {
 		return false
 	}
@@ -83,7 +82,7 @@ func LeftBehind(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) bool {
 }
 
 // Classify says whether dep belongs to foo.
-func Classify(dep *appsv1.Deployment, foo *samplev1alpha1.Foo) Ownership {
+func Classify(dep *DeploymentView, foo *samplev1alpha1.Foo) Ownership {
 	if IsControlledBy(dep, foo.UID) {
 		return Owned
 	}

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +89,7 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 // longer declares. "test" operations guard every index: if the lists
 // changed since dep was read, the patch fails instead of removing the wrong
 // entry.
-func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, false)
 }
 
@@ -101,11 +100,11 @@ func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch [
 // which would be two rollouts. And when the API server rewrites the port we
 // declare (a mutating admission policy), the patch changes nothing at all,
 // where a removal alone would roll out a template without it.
-func ReplaceStrayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (patch []byte, ok bool, err error) {
+func ReplaceStrayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, true)
 }
 
-func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, replace bool) (patch []byte, ok bool, err error) {
+func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView, replace bool) (patch []byte, ok bool, err error) {
 	for ci, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name != ContainerName {
 			continue
@@ -132,7 +131,7 @@ func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, replace 
 // API server did not keep it (a mutating admission policy rewrote our
 // port, say), and removing what it put there instead would only start a
 // fight with it, one write per event, forever.
-func RemovingStraysConverges(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (converges bool) {
+func RemovingStraysConverges(foo *samplev1alpha1.Foo, dep *DeploymentView) (converges bool) {
 	patch, ok, err := StrayEntriesPatch(foo, dep)
 	if err != nil || !ok {
 		return false
@@ -142,7 +141,7 @@ func RemovingStraysConverges(foo *samplev1alpha1.Foo, dep *appsv1.Deployment) (c
 }
 
 // patchedCopy is dep with a JSON patch applied, dep itself unchanged.
-func patchedCopy(dep *appsv1.Deployment, patch []byte) (*appsv1.Deployment, error) {
+func patchedCopy(dep *DeploymentView, patch []byte) (*DeploymentView, error) {
 	raw, err := json.Marshal(dep)
 	if err != nil {
 		return nil, err
@@ -155,7 +154,7 @@ func patchedCopy(dep *appsv1.Deployment, patch []byte) (*appsv1.Deployment, erro
 	if err != nil {
 		return nil, err
 	}
-	after := &appsv1.Deployment{}
+	after := &DeploymentView{}
 	return after, json.Unmarshal(out, after)
 }
 
@@ -188,7 +187,7 @@ func removals(path string, strays []stray) []map[string]any {
 // a new one keyed 7070, owned by that writer, holds the name. Our apply
 // adds 8080 beside it and the API server refuses the pair (duplicate
 // name); no apply of ours can remove the stray.
-func strayPorts(foo *samplev1alpha1.Foo, c *corev1.Container) []stray {
+func strayPorts(foo *samplev1alpha1.Foo, c *ContainerView) []stray {
 	var out []stray
 	for i, p := range c.Ports {
 		if p.Name != PortName || (foo.Spec.ContainerPort != nil && isDesiredPort(p, *foo.Spec.ContainerPort)) {
@@ -203,7 +202,7 @@ func strayPorts(foo *samplev1alpha1.Foo, c *corev1.Container) []stray {
 
 // missingPorts is the JSON patch operation that adds to c's ports, at
 // path, the port foo declares, if c lacks it.
-func missingPorts(foo *samplev1alpha1.Foo, c *corev1.Container, path string) []map[string]any {
+func missingPorts(foo *samplev1alpha1.Foo, c *ContainerView, path string) []map[string]any {
 	want := foo.Spec.ContainerPort
 	if want == nil || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
 		return nil

@@ -119,7 +119,7 @@ func TestLeftBehind(t *testing.T) {
 	} {
 		d := rolledOut(foo)
 		tc.mutate(d)
-		if got := LeftBehind(d, foo); got != tc.want {
+		if got := LeftBehind(NewDeploymentView(d), foo); got != tc.want {
 			t.Errorf("%s: LeftBehind = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -128,7 +128,7 @@ func TestLeftBehind(t *testing.T) {
 	}
 	left := rolledOut(foo)
 	left.OwnerReferences, left.Labels[FooUIDLabel] = nil, "earlier"
-	c := StalledCondition(foo, Observation{Deployment: left, Conflict: true})
+	c := StalledCondition(foo, Observation{Deployment: NewDeploymentView(left), Conflict: true})
 	if c == nil || c.Reason != samplev1alpha1.ReasonDeploymentConflict || !strings.Contains(c.Message, "left by an earlier Foo") {
 		t.Errorf("Stalled for an earlier Foo's orphan: %+v", c)
 	}
@@ -184,7 +184,7 @@ func TestControllerFooAndClassify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := rolledOut(foo)
 			tc.mutate(d)
-			if got := Classify(d, foo); got != tc.want {
+			if got := Classify(NewDeploymentView(d), foo); got != tc.want {
 				t.Errorf("Classify: got %v, want %v", got, tc.want)
 			}
 			if got := IsControlledBy(d, foo.UID); got != (tc.want == Owned) {
@@ -225,7 +225,7 @@ func TestDrift(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := rolledOut(foo)
 			tc.mutate(d)
-			if got := Drift(foo, d); !reflect.DeepEqual(got, tc.want) {
+			if got := Drift(foo, NewDeploymentView(d)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
@@ -278,7 +278,7 @@ func TestDriftPodLabels(t *testing.T) {
 				d.Annotations = nil
 			}
 			foo.Spec.PodLabels = tc.want
-			got := Drift(foo, d)
+			got := Drift(foo, NewDeploymentView(d))
 			if want := []string(nil); tc.drift {
 				want = []string{"podLabels"}
 				if !reflect.DeepEqual(got, want) {
@@ -339,7 +339,7 @@ func TestDriftContainerPort(t *testing.T) {
 			foo.Spec.ContainerPort = tc.want
 			d := rolledOut(foo)
 			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
-			got := Drift(foo, d)
+			got := Drift(foo, NewDeploymentView(d))
 			if want := []string(nil); tc.drift {
 				want = []string{"containerPort"}
 				if !reflect.DeepEqual(got, want) {
@@ -387,7 +387,7 @@ func TestStrayEntriesPatch(t *testing.T) {
 			if tc.containers != nil {
 				d.Spec.Template.Spec.Containers = tc.containers(ours)
 			}
-			patch, ok, err := StrayEntriesPatch(foo, d)
+			patch, ok, err := StrayEntriesPatch(foo, NewDeploymentView(d))
 			if err != nil || ok != tc.wantOK {
 				t.Fatalf("ok %v err %v", ok, err)
 			}
@@ -403,8 +403,8 @@ func TestStrayEntriesPatch(t *testing.T) {
 					}
 					// What is left is for the apply to add, if anything.
 					missing := tc.want != nil && !slices.Contains(c.Ports, httpPort(*tc.want))
-					if drifts := slices.Contains(Drift(foo, got), "containerPort"); drifts != missing {
-						t.Errorf("after the patch: drift %v, want %v", Drift(foo, got), missing)
+					if drifts := slices.Contains(Drift(foo, NewDeploymentView(got)), "containerPort"); drifts != missing {
+						t.Errorf("after the patch: drift %v, want %v", Drift(foo, NewDeploymentView(got)), missing)
 					}
 				default:
 					if !reflect.DeepEqual(c.Ports, side.Ports) {
@@ -457,7 +457,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 			foo.Spec.ContainerPort = tc.want
 			d := rolledOut(foo)
 			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
-			patch, ok, err := ReplaceStrayEntriesPatch(foo, d)
+			patch, ok, err := ReplaceStrayEntriesPatch(foo, NewDeploymentView(d))
 			if err != nil || ok != tc.wantOK {
 				t.Fatalf("ok %v err %v", ok, err)
 			}
@@ -468,7 +468,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 			if p := got.Spec.Template.Spec.Containers[0].Ports; !reflect.DeepEqual(p, tc.after) {
 				t.Errorf("ports after the patch: %+v, want %+v", p, tc.after)
 			}
-			if drift := Drift(foo, got); slices.Contains(drift, "containerPort") {
+			if drift := Drift(foo, NewDeploymentView(got)); slices.Contains(drift, "containerPort") {
 				t.Errorf("after the patch: drift %v", drift)
 			}
 		})
@@ -518,7 +518,7 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 	// What it declares must not drift from itself, and must be controlled by foo.
 	d.Status = appsv1.DeploymentStatus{}
-	if drift := Drift(foo, &d); len(drift) != 0 {
+	if drift := Drift(foo, NewDeploymentView(&d)); len(drift) != 0 {
 		t.Errorf("desired Deployment drifts from the Foo: %v", drift)
 	}
 	ref := d.OwnerReferences[0]
@@ -554,7 +554,7 @@ func TestDesiredDeploymentContainerPort(t *testing.T) {
 	if p := d.Spec.Template.Spec.Containers[0].Ports; !reflect.DeepEqual(p, want) {
 		t.Errorf("ports: %+v, want %+v", p, want)
 	}
-	if drift := Drift(foo, &d); len(drift) != 0 {
+	if drift := Drift(foo, NewDeploymentView(&d)); len(drift) != 0 {
 		t.Errorf("desired Deployment drifts from the Foo: %v", drift)
 	}
 }
@@ -568,25 +568,29 @@ func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
 	pde := withStatus(done, 2, 2, 1, false)
 	pde.Status.Conditions[1] = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
 	return map[string]Observation{
-		"rolled out":                               {Deployment: done},
-		"no Deployment yet":                        {},
-		"create refused":                           {ApplyError: errors.New("exceeded quota: pods=10")},
-		"update refused":                           {Deployment: done, ApplyError: errors.New("denied by policy")},
-		"conflict":                                 {Deployment: done, Conflict: true},
-		"old Deployment going away":                {Deployment: going, Waiting: true},
-		"generation not observed":                  {Deployment: unobserved(done)},
-		"just created":                             {Deployment: func() *appsv1.Deployment { d := unobserved(done); d.Status = appsv1.DeploymentStatus{}; return d }()},
-		"rolling out, available":                   {Deployment: withStatus(done, 3, 1, 2, true)},
-		"rolling out, old pods remain":             {Deployment: withStatus(done, 3, 2, 2, true)},
-		"scaling up, available":                    {Deployment: withStatus(done, 1, 1, 1, true)},
-		"scaling up, unavailable":                  {Deployment: withStatus(done, 1, 1, 1, false)},
-		"scaling down":                             {Deployment: withStatus(done, 3, 3, 3, true)},
-		"pods not available yet":                   {Deployment: withStatus(done, 2, 2, 1, true)},
-		"unavailable, nothing to do":               {Deployment: withStatus(done, 2, 2, 2, false)},
-		"progress deadline exceeded":               {Deployment: pde},
-		"progress deadline of an older generation": {Deployment: unobserved(pde)},
-		"replicas overridden":                      {Deployment: withStatus(done, 1, 1, 1, true), Overridden: []string{"replicas"}},
-		"image overridden":                         {Deployment: done, Overridden: []string{"image"}},
+		"rolled out":                {Deployment: NewDeploymentView(done)},
+		"no Deployment yet":         {},
+		"create refused":            {ApplyError: errors.New("exceeded quota: pods=10")},
+		"update refused":            {Deployment: NewDeploymentView(done), ApplyError: errors.New("denied by policy")},
+		"conflict":                  {Deployment: NewDeploymentView(done), Conflict: true},
+		"old Deployment going away": {Deployment: NewDeploymentView(going), Waiting: true},
+		"generation not observed":   {Deployment: NewDeploymentView(unobserved(done))},
+		"just created": {Deployment: func() *DeploymentView {
+			d := unobserved(done)
+			d.Status = appsv1.DeploymentStatus{}
+			return NewDeploymentView(d)
+		}()},
+		"rolling out, available":                   {Deployment: NewDeploymentView(withStatus(done, 3, 1, 2, true))},
+		"rolling out, old pods remain":             {Deployment: NewDeploymentView(withStatus(done, 3, 2, 2, true))},
+		"scaling up, available":                    {Deployment: NewDeploymentView(withStatus(done, 1, 1, 1, true))},
+		"scaling up, unavailable":                  {Deployment: NewDeploymentView(withStatus(done, 1, 1, 1, false))},
+		"scaling down":                             {Deployment: NewDeploymentView(withStatus(done, 3, 3, 3, true))},
+		"pods not available yet":                   {Deployment: NewDeploymentView(withStatus(done, 2, 2, 1, true))},
+		"unavailable, nothing to do":               {Deployment: NewDeploymentView(withStatus(done, 2, 2, 2, false))},
+		"progress deadline exceeded":               {Deployment: NewDeploymentView(pde)},
+		"progress deadline of an older generation": {Deployment: NewDeploymentView(unobserved(pde))},
+		"replicas overridden":                      {Deployment: NewDeploymentView(withStatus(done, 1, 1, 1, true)), Overridden: []string{"replicas"}},
+		"image overridden":                         {Deployment: NewDeploymentView(done), Overridden: []string{"image"}},
 	}
 }
 
@@ -673,7 +677,8 @@ func TestStalledCondition(t *testing.T) {
 	scaled := stalled.DeepCopy()
 	scaled.Generation++
 	scaled.Spec.Replicas = ptr.To[int32](5)
-	notYet := Observation{Deployment: unobserved(pde.Deployment)}
+	notYet := Observation{Deployment: pde.Deployment.DeepCopy()}
+	notYet.Deployment.Generation = notYet.Deployment.Status.ObservedGeneration + 1
 	if got := StalledCondition(scaled, notYet); got == nil || !reflect.DeepEqual(*got, *was) {
 		t.Errorf("Stalled of a stalled Foo whose new generation is not observed yet:\n got %+v\nwant %+v (as it was)", got, was)
 	}
@@ -742,7 +747,7 @@ func TestAvailableCondition(t *testing.T) {
 
 	zero := testFoo()
 	zero.Spec.Replicas = ptr.To[int32](0)
-	if c := ReadyCondition(zero, Observation{Deployment: rolledOut(zero)}); c.Status != metav1.ConditionTrue {
+	if c := ReadyCondition(zero, Observation{Deployment: NewDeploymentView(rolledOut(zero))}); c.Status != metav1.ConditionTrue {
 		t.Errorf("a Foo scaled to zero with its Deployment at zero is Ready: got %s/%s", c.Status, c.Reason)
 	}
 }
@@ -782,7 +787,7 @@ func TestReadyCondition(t *testing.T) {
 func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	foo := testFoo()
-	foo.Status = Status(foo, Observation{Deployment: rolledOut(foo)}, t0)
+	foo.Status = Status(foo, Observation{Deployment: NewDeploymentView(rolledOut(foo))}, t0)
 	was := *meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
 
 	next := foo.DeepCopy()
@@ -790,23 +795,23 @@ func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	next.Spec.Replicas = ptr.To[int32](3)
 	dep := unobserved(rolledOut(foo))
 	dep.Spec.Replicas = ptr.To[int32](3)
-	if got := ReadyCondition(next, Observation{Deployment: dep}); !reflect.DeepEqual(got, was) {
+	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(dep)}); !reflect.DeepEqual(got, was) {
 		t.Errorf("Ready while the new generation is not observed:\n got %+v\nwant %+v (as it was)", got, was)
 	}
 	// A problem is not kept waiting.
-	if got := ReadyCondition(next, Observation{Deployment: dep, ApplyError: errors.New("denied")}); got.Status != metav1.ConditionFalse {
+	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(dep), ApplyError: errors.New("denied")}); got.Status != metav1.ConditionFalse {
 		t.Errorf("a refused apply while not observed: %+v", got)
 	}
 	// A Deployment the Deployment controller never saw is not the one
 	// that was Ready (a new spec.deploymentName).
 	fresh := unobserved(rolledOut(next))
 	fresh.Status = appsv1.DeploymentStatus{}
-	if got := ReadyCondition(next, Observation{Deployment: fresh}); got.Status != metav1.ConditionFalse {
+	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(fresh)}); got.Status != metav1.ConditionFalse {
 		t.Errorf("a new Deployment: %+v", got)
 	}
 	// Observed: a scale that kept it available, Ready at the new generation.
 	scaled := withStatus(rolledOut(next), 2, 2, 2, true)
-	if got := ReadyCondition(next, Observation{Deployment: scaled}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
+	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(scaled)}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
 		t.Errorf("after the scale is observed: %+v", got)
 	}
 }
@@ -817,7 +822,7 @@ func TestStatus(t *testing.T) {
 	foo := testFoo()
 	dep := rolledOut(foo)
 
-	st := Status(foo, Observation{Deployment: dep}, t0)
+	st := Status(foo, Observation{Deployment: NewDeploymentView(dep)}, t0)
 	if st.ObservedGeneration != 3 || st.Replicas != 2 || st.AvailableReplicas != 2 || st.ReadyReplicas != 2 ||
 		st.Selector != FooUIDLabel+"=uid-a" {
 		t.Fatalf("status: %+v", st)
@@ -840,7 +845,7 @@ func TestStatus(t *testing.T) {
 
 	// Same observation later: identical status, so nothing to write.
 	foo.Status = st
-	again := Status(foo, Observation{Deployment: dep}, t1)
+	again := Status(foo, Observation{Deployment: NewDeploymentView(dep)}, t1)
 	if !StatusEqual(st, again) {
 		t.Errorf("unchanged observation must give an equal status:\n%+v\n%+v", st, again)
 	}
@@ -848,7 +853,7 @@ func TestStatus(t *testing.T) {
 	// A scale that keeps the Deployment available: Reconciling appears,
 	// Ready and Available keep their lastTransitionTime.
 	scaling := withStatus(dep, 1, 1, 1, true)
-	st2 := Status(foo, Observation{Deployment: scaling}, t1)
+	st2 := Status(foo, Observation{Deployment: NewDeploymentView(scaling)}, t1)
 	if got := types(st2); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True", "Reconciling=True"}) {
 		t.Errorf("conditions while scaling: %v", got)
 	}
@@ -863,7 +868,7 @@ func TestStatus(t *testing.T) {
 
 	// Availability lost: Ready flips and gets a new transition time.
 	degraded := withStatus(dep, 2, 2, 1, false)
-	st3 := Status(foo, Observation{Deployment: degraded}, t1)
+	st3 := Status(foo, Observation{Deployment: NewDeploymentView(degraded)}, t1)
 	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !meta.FindStatusCondition(st3.Conditions, samplev1alpha1.ConditionReady).LastTransitionTime.Equal(&t1) {
 		t.Errorf("after a flip: %+v", st3)
 	}
@@ -871,7 +876,7 @@ func TestStatus(t *testing.T) {
 	// A conflict: Stalled, and Reconciling goes. A reason change without a
 	// status flip keeps the transition time.
 	foo.Status = st3
-	st4 := Status(foo, Observation{Deployment: degraded, Conflict: true}, metav1.NewTime(t1.Add(time.Hour)))
+	st4 := Status(foo, Observation{Deployment: NewDeploymentView(degraded), Conflict: true}, metav1.NewTime(t1.Add(time.Hour)))
 	if got := types(st4); !reflect.DeepEqual(got, []string{"Ready=False", "Available=False", "Stalled=True"}) {
 		t.Errorf("conditions of a conflict: %v", got)
 	}
@@ -883,14 +888,14 @@ func TestStatus(t *testing.T) {
 	}
 	// Resolved: Stalled is removed, not set to False.
 	foo.Status = st4
-	if got := types(Status(foo, Observation{Deployment: dep}, t1)); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True"}) {
+	if got := types(Status(foo, Observation{Deployment: NewDeploymentView(dep)}, t1)); !reflect.DeepEqual(got, []string{"Ready=True", "Available=True"}) {
 		t.Errorf("conditions once the conflict is gone: %v", got)
 	}
 
 	// Conditions that others own are kept, and the input is not modified.
 	foo.Status.Conditions = append(foo.Status.Conditions, metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "X"})
 	before := foo.DeepCopy()
-	st5 := Status(foo, Observation{Deployment: scaling}, t1)
+	st5 := Status(foo, Observation{Deployment: NewDeploymentView(scaling)}, t1)
 	if len(st5.Conditions) != 4 {
 		t.Errorf("other conditions must be kept: %v", types(st5))
 	}
@@ -910,7 +915,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	// Waiting for an old Deployment: no counts of it are reported.
-	waiting := Status(foo, Observation{Deployment: dep, Waiting: true}, t1)
+	waiting := Status(foo, Observation{Deployment: NewDeploymentView(dep), Waiting: true}, t1)
 	if waiting.Replicas != 0 || meta.FindStatusCondition(waiting.Conditions, samplev1alpha1.ConditionReconciling).Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
 		t.Errorf("waiting: %+v", waiting)
 	}
@@ -921,7 +926,7 @@ func TestStatus(t *testing.T) {
 // change to write (a write per sync would be a hot loop).
 func TestStatusEqualIgnoresConditionOrder(t *testing.T) {
 	foo := testFoo()
-	st := Status(foo, Observation{Deployment: withStatus(rolledOut(foo), 1, 1, 1, true)}, metav1.Now())
+	st := Status(foo, Observation{Deployment: NewDeploymentView(withStatus(rolledOut(foo), 1, 1, 1, true))}, metav1.Now())
 	reordered := st.DeepCopy()
 	slices.Reverse(reordered.Conditions)
 	if !StatusEqual(st, *reordered) {
@@ -1096,11 +1101,11 @@ func TestFirstProgress(t *testing.T) {
 		first      bool
 	}{
 		{"no Deployment yet", none, progressing, true},
-		{"a Deployment on its way", none, first(Observation{Deployment: halfway}), true},
-		{"already available", none, first(Observation{Deployment: rolledOut(foo)}), false},
-		{"a conflict", none, first(Observation{Deployment: rolledOut(foo), Conflict: true}), false},
+		{"a Deployment on its way", none, first(Observation{Deployment: NewDeploymentView(halfway)}), true},
+		{"already available", none, first(Observation{Deployment: NewDeploymentView(rolledOut(foo))}), false},
+		{"a conflict", none, first(Observation{Deployment: NewDeploymentView(rolledOut(foo)), Conflict: true}), false},
 		{"a refused Deployment", none, first(Observation{ApplyError: errors.New("quota exceeded")}), false},
-		{"not the first status", progressing, first(Observation{Deployment: halfway}), false},
+		{"not the first status", progressing, first(Observation{Deployment: NewDeploymentView(halfway)}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1124,7 +1129,7 @@ func TestProgressOnly(t *testing.T) {
 	statusAfter := func(have samplev1alpha1.FooStatus, dep *appsv1.Deployment) samplev1alpha1.FooStatus {
 		f := foo.DeepCopy()
 		f.Status = have
-		return Status(f, Observation{Deployment: dep}, now)
+		return Status(f, Observation{Deployment: NewDeploymentView(dep)}, now)
 	}
 	none := samplev1alpha1.FooStatus{}
 	progressing := statusAfter(none, rollingOut(0, 0))
@@ -1147,9 +1152,9 @@ func TestProgressOnly(t *testing.T) {
 	scaled.Generation++
 	scaled.Spec.Replicas = ptr.To[int32](3)
 	scaled.Status = available
-	notObserved := Status(scaled, Observation{Deployment: unobserved(rolledOut(foo))}, now)
+	notObserved := Status(scaled, Observation{Deployment: NewDeploymentView(unobserved(rolledOut(foo)))}, now)
 	scaled.Status = notObserved
-	observedScale := Status(scaled, Observation{Deployment: withStatus(rolledOut(scaled), 2, 2, 2, true)}, now)
+	observedScale := Status(scaled, Observation{Deployment: NewDeploymentView(withStatus(rolledOut(scaled), 2, 2, 2, true))}, now)
 
 	tests := []struct {
 		name       string
@@ -1159,7 +1164,7 @@ func TestProgressOnly(t *testing.T) {
 		{"first status", none, progressing, false},
 		{"counts and message of a rollout", progressing, halfway, true},
 		{"Ready flips", halfway, available, false},
-		{"a new generation", halfway, Status(nextGen, Observation{Deployment: rollingOut(1, 0)}, now), false},
+		{"a new generation", halfway, Status(nextGen, Observation{Deployment: NewDeploymentView(rollingOut(1, 0))}, now), false},
 		{"a new reason", halfway, func() samplev1alpha1.FooStatus {
 			f := foo.DeepCopy()
 			f.Status = halfway
@@ -1168,7 +1173,7 @@ func TestProgressOnly(t *testing.T) {
 		{"a conflict", halfway, func() samplev1alpha1.FooStatus {
 			f := foo.DeepCopy()
 			f.Status = halfway
-			return Status(f, Observation{Deployment: rolledOut(foo), Conflict: true}, now)
+			return Status(f, Observation{Deployment: NewDeploymentView(rolledOut(foo)), Conflict: true}, now)
 		}(), false},
 		// Once Reconciling is there, how far the scale has got is progress;
 		// its beginning and its end are not.
@@ -1238,7 +1243,7 @@ func TestRemovingStraysConverges(t *testing.T) {
 		d := rolledOut(foo)
 		d.Spec.Template.Spec.Containers[0].Ports = tc.ports
 		before := d.DeepCopy()
-		if got := RemovingStraysConverges(foo, d); got != tc.ok {
+		if got := RemovingStraysConverges(foo, NewDeploymentView(d)); got != tc.ok {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.ok)
 		}
 		if !reflect.DeepEqual(d, before) {
@@ -1251,7 +1256,7 @@ func TestRemovingStraysConverges(t *testing.T) {
 // owners' fields do not change it, ours do.
 func TestOwnedValues(t *testing.T) {
 	foo := testFoo()
-	base := OwnedValues(foo, rolledOut(foo))
+	base := OwnedValues(foo, NewDeploymentView(rolledOut(foo)))
 	same := []func(*appsv1.Deployment){
 		func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 9; d.ResourceVersion = "99" },
 		func(d *appsv1.Deployment) { d.Labels["extra"] = "1" },
@@ -1260,7 +1265,7 @@ func TestOwnedValues(t *testing.T) {
 	for i, change := range same {
 		d := rolledOut(foo)
 		change(d)
-		if got := OwnedValues(foo, d); got != base {
+		if got := OwnedValues(foo, NewDeploymentView(d)); got != base {
 			t.Errorf("same %d: changed to %s", i, got)
 		}
 	}
@@ -1277,7 +1282,7 @@ func TestOwnedValues(t *testing.T) {
 	for i, change := range differ {
 		d := rolledOut(foo)
 		change(d)
-		if got := OwnedValues(foo, d); got == base {
+		if got := OwnedValues(foo, NewDeploymentView(d)); got == base {
 			t.Errorf("differ %d: unchanged", i)
 		}
 	}

@@ -28,7 +28,7 @@ func FuzzDriftAgreesWithDesiredDeployment(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if drift := Drift(foo, dep); len(drift) != 0 {
+		if drift := Drift(foo, NewDeploymentView(dep)); len(drift) != 0 {
 			fooJSON, _ := json.Marshal(foo)
 			depJSON, _ := json.Marshal(dep)
 			t.Fatalf("the Deployment a Foo declares drifts from it: %q\nFoo: %s\nDeployment: %s", drift, fooJSON, depJSON)

@@ -17,7 +17,7 @@ import (
 // Observation is what the controller found when it reconciled a Foo.
 type Observation struct {
 	// Deployment is the Foo's Deployment as last seen (nil if none exists).
-	Deployment *appsv1.Deployment
+	Deployment *DeploymentView
 	// Conflict is set when a Deployment of the wanted name exists and is
 	// not the Foo's; Deployment is then that foreign object.
 	Conflict bool
@@ -88,7 +88,7 @@ func isOurs(obs Observation) bool {
 
 // observed reports whether the Deployment controller has observed dep's
 // latest generation: until it has, dep's status describes an older spec.
-func observed(dep *appsv1.Deployment) bool {
+func observed(dep *DeploymentView) bool {
 	return dep.Status.ObservedGeneration >= dep.Generation
 }
 
@@ -257,7 +257,7 @@ func ready(foo *samplev1alpha1.Foo, obs Observation, stalled, rec *metav1.Condit
 	return c
 }
 
-func deploymentAvailable(dep *appsv1.Deployment) bool {
+func deploymentAvailable(dep *DeploymentView) bool {
 	for _, c := range dep.Status.Conditions {
 		if c.Type == appsv1.DeploymentAvailable {
 			return c.Status == corev1.ConditionTrue
@@ -266,7 +266,7 @@ func deploymentAvailable(dep *appsv1.Deployment) bool {
 	return false
 }
 
-func progressDeadlineExceeded(dep *appsv1.Deployment) bool {
+func progressDeadlineExceeded(dep *DeploymentView) bool {
 	for _, c := range dep.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
 			return true

@@ -23,7 +23,7 @@ import (
 
 // edits are what other writers (people, admission policies, the Deployment
 // controller) do to a Deployment, including to fields this package does not
-// read today: if it starts to, and CachedDeployment drops them, the
+// read today: if it starts to, and NewDeploymentView drops them, the
 // property below fails.
 var edits = []struct {
 	name string
@@ -127,7 +127,10 @@ var edits = []struct {
 		d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "3"}
 		d.Finalizers = []string{"example.com/keep"}
 	}},
-	{"deleting", func(r *rand.Rand, d *appsv1.Deployment) { d.DeletionTimestamp = ptr.To(metav1.Now()) }},
+	{"deleting", func(r *rand.Rand, d *appsv1.Deployment) {
+		// Whole seconds, as the API server serves it.
+		d.DeletionTimestamp = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
+	}},
 	{"new generation", func(r *rand.Rand, d *appsv1.Deployment) { d.Generation++ }},
 	{"strategy, pod spec", func(r *rand.Rand, d *appsv1.Deployment) {
 		d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType
@@ -160,7 +163,7 @@ func ours(d *appsv1.Deployment, edit func(c *corev1.Container)) {
 }
 
 // with returns a copy of m with k set to v: maps of a Deployment may be
-// shared (see CachedDeployment), so an edit never writes into one.
+// shared (see NewDeploymentView), so an edit never writes into one.
 func with(m map[string]string, k, v string) map[string]string {
 	out := map[string]string{k: v}
 	for mk, mv := range m {
@@ -186,15 +189,15 @@ func oneOf[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choi
 
 // reads is everything the controller computes from a Deployment: this
 // package's functions that take one, for each kind of observation, and the
-// fields sync.go, finalize.go and handlers.go read directly. A Deployment
-// and its CachedDeployment must give the same reads.
-func reads(foo *samplev1alpha1.Foo, d *appsv1.Deployment) map[string]any {
+// fields sync.go, finalize.go and handlers.go read directly.
+func reads(foo *samplev1alpha1.Foo, d *DeploymentView) map[string]any {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	out := map[string]any{
 		"Drift":                   Drift(foo, d),
 		"OwnedValues":             OwnedValues(foo, d),
 		"RemovingStraysConverges": RemovingStraysConverges(foo, d),
 		"Classify":                Classify(d, foo),
+		"LeftBehind":              LeftBehind(d, foo),
 		"ControllerFoo":           ControllerFoo(d),
 		"IsControlledBy":          IsControlledBy(d, foo.UID),
 		"meta": []any{d.Name, d.Namespace, d.UID, d.ResourceVersion, d.Generation,
@@ -212,15 +215,38 @@ func reads(foo *samplev1alpha1.Foo, d *appsv1.Deployment) map[string]any {
 	return out
 }
 
-// FuzzCachedDeploymentHidesNothing: the controller reads the same from a
-// Deployment and from what its cache keeps of it (CachedDeployment), for a
-// random Foo, the Deployment it declares (or another Foo's, or one of the
-// same name and another UID) and random edits by other writers. If a
-// dropped field hid a drift, the controller would never put it back.
+// decodedView is the Deployment's JSON decoded into a DeploymentView: every
+// field the view type has, for every container and condition, with
+// nothing left out by choice. The reads of NewDeploymentView's view must
+// be the same.
+func decodedView(t *testing.T, d *appsv1.Deployment) *DeploymentView {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &DeploymentView{}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// FuzzDeploymentViewHidesNothing: the controller reads the same from
+// NewDeploymentView's view of a Deployment (what the informer caches) as
+// from all of the Deployment that the view's type can hold, for a random
+// Foo, the Deployment it declares (or another Foo's, or one of the same
+// name and another UID) and random edits by other writers. The compiler
+// keeps the controller from reading a field the type does not have; this
+// keeps NewDeploymentView from leaving out, for some containers,
+// conditions or annotations, what the reads depend on: if it did, a
+// dropped value could hide a drift, and the controller would never put it
+// back. It also checks that a view shares no memory with its Deployment
+// and that DeepCopy copies it whole.
 //
-// `go test` runs 2,000 seeds; `go test -fuzz=FuzzCachedDeploymentHidesNothing ./pkg/plan/`
+// `go test` runs 2,000 seeds; `go test -fuzz=FuzzDeploymentViewHidesNothing ./pkg/plan/`
 // searches further.
-func FuzzCachedDeploymentHidesNothing(f *testing.F) {
+func FuzzDeploymentViewHidesNothing(f *testing.F) {
 	for seed := range uint64(2000) {
 		f.Add(seed)
 	}
@@ -246,22 +272,68 @@ func FuzzCachedDeploymentHidesNothing(f *testing.F) {
 			applied = append(applied, e.name)
 		}
 		before, _ := json.Marshal(d)
-		cached := CachedDeployment(d)
+		view := NewDeploymentView(d)
 		if after, _ := json.Marshal(d); string(after) != string(before) {
-			t.Fatalf("CachedDeployment changed its argument")
+			t.Fatalf("NewDeploymentView changed its argument")
 		}
-		want, got := reads(foo, d), reads(foo, cached)
+		want, got := reads(foo, decodedView(t, d)), reads(foo, view)
 		for k := range want {
 			if !reflect.DeepEqual(got[k], want[k]) {
-				t.Errorf("edits %q: %s differs on the cached Deployment:\n got: %#v\nwant: %#v", applied, k, got[k], want[k])
+				t.Errorf("edits %q: %s differs on the view:\n got: %#v\nwant: %#v", applied, k, got[k], want[k])
 			}
+		}
+		// Nothing the Deployment holds is shared: the decoder's object
+		// may be reused, and a DeepCopy of the view must be its own.
+		viewJSON, _ := json.Marshal(view)
+		copied := view.DeepCopy()
+		scribble(reflect.ValueOf(d).Elem())
+		scribble(reflect.ValueOf(copied).Elem())
+		if after, _ := json.Marshal(view); string(after) != string(viewJSON) {
+			t.Errorf("edits %q: writing over the Deployment and the view's DeepCopy changed the view:\n got: %s\nwant: %s",
+				applied, after, viewJSON)
+		}
+		if !reflect.DeepEqual(view.DeepCopyObject(), view) {
+			t.Errorf("edits %q: DeepCopyObject differs from the view", applied)
 		}
 	})
 }
 
-// TestCachedDeploymentDrops: the property above would hold for a
-// CachedDeployment that kept everything; this shows it keeps little.
-func TestCachedDeploymentDrops(t *testing.T) {
+// scribble writes over every string, number and bool that v holds,
+// through pointers, slices and maps (map values are replaced).
+func scribble(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			scribble(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Field(i).CanSet() {
+				scribble(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			scribble(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			if v.Type().Elem().Kind() == reflect.String {
+				v.SetMapIndex(k, reflect.ValueOf("scribbled").Convert(v.Type().Elem()))
+			}
+		}
+	case reflect.String:
+		v.SetString("scribbled")
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(-7)
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	}
+}
+
+// TestDeploymentViewDrops: the property above would hold for a view that
+// kept everything; this shows how little it keeps.
+func TestDeploymentViewDrops(t *testing.T) {
 	foo := proptest.Foo(rand.New(rand.NewPCG(1, 1)), "ns")
 	foo.Spec.ContainerPort = ptr.To[int32](80)
 	foo.Spec.PodLabels = map[string]string{"team": "a"}
@@ -277,7 +349,9 @@ func TestCachedDeploymentDrops(t *testing.T) {
 		}}
 	d.Annotations["deployment.kubernetes.io/revision"] = "1" // beside ours
 	d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "foo-controller"}}
-	c := CachedDeployment(d)
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers,
+		corev1.Container{Name: "sidecar", Image: "envoy:1", Ports: []corev1.ContainerPort{{ContainerPort: 9901}}})
+	c := NewDeploymentView(d)
 
 	// What is left, as JSON, is exactly this:
 	got, _ := json.Marshal(c)
@@ -285,21 +359,21 @@ func TestCachedDeploymentDrops(t *testing.T) {
 		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},"annotations":{%q:"team"},`+
 		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
 		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
-		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],"resources":{}}]}},"strategy":{}},`+
+		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}]},{"name":"sidecar"}]}}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
-		`"conditions":[{"type":"Available","status":"False","lastUpdateTime":null,"lastTransitionTime":null,"reason":"MinimumReplicasUnavailable"},`+
-		`{"type":"Progressing","status":"True","lastUpdateTime":null,"lastTransitionTime":null,"reason":"ReplicaSetUpdated"}]}}`,
+		`"conditions":[{"type":"Available","status":"False","reason":"MinimumReplicasUnavailable"},`+
+		`{"type":"Progressing","status":"True","reason":"ReplicaSetUpdated"}]}}`,
 		d.Name, ManagedByLabel, FooUIDLabel, foo.UID, PodLabelsAnnotation, foo.Name, foo.UID, Replicas(foo), FooUIDLabel, foo.UID,
 		ManagedByLabel, FooUIDLabel, foo.UID, Image(foo))
 	if string(got) != want {
-		t.Errorf("cached Deployment:\n got: %s\nwant: %s", got, want)
+		t.Errorf("view:\n got: %s\nwant: %s", got, want)
 	}
 	// Without podLabels, the metadata's and the template's labels are equal.
 	foo.Spec.PodLabels = nil
 	if d, err = proptest.Served(DesiredDeployment(foo)); err != nil {
 		t.Fatal(err)
 	}
-	if c := CachedDeployment(d); reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
+	if c := NewDeploymentView(d); reflect.ValueOf(c.Labels).Pointer() != reflect.ValueOf(c.Spec.Template.Labels).Pointer() {
 		t.Errorf("equal metadata and template labels are not one map")
 	}
 }
@@ -340,12 +414,12 @@ func TestCachedObjectsShareRepeatedStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ = json.Marshal(dep)
-	decodeDep := func() *appsv1.Deployment {
+	decodeDep := func() *DeploymentView {
 		d := &appsv1.Deployment{}
 		if err := json.Unmarshal(raw, d); err != nil {
 			t.Fatal(err)
 		}
-		return CachedDeployment(d)
+		return NewDeploymentView(d)
 	}
 	c, d := decodeDep(), decodeDep()
 	same("namespace", c.Namespace, d.Namespace)
@@ -386,9 +460,9 @@ func FuzzOwnedValuesSeesEveryDrift(f *testing.F) {
 			e.edit(r, edited)
 			applied = append(applied, e.name)
 		}
-		if OwnedValues(foo, served) == OwnedValues(foo, edited) && !reflect.DeepEqual(Drift(foo, served), Drift(foo, edited)) {
+		if OwnedValues(foo, NewDeploymentView(served)) == OwnedValues(foo, NewDeploymentView(edited)) && !reflect.DeepEqual(Drift(foo, NewDeploymentView(served)), Drift(foo, NewDeploymentView(edited))) {
 			t.Errorf("edits %q change the drift from %q to %q, and not OwnedValues: %s",
-				applied, Drift(foo, served), Drift(foo, edited), OwnedValues(foo, edited))
+				applied, Drift(foo, NewDeploymentView(served)), Drift(foo, NewDeploymentView(edited)), OwnedValues(foo, NewDeploymentView(edited)))
 		}
 	})
 }
