@@ -54,12 +54,14 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.qps, "kube-api-qps", -1, "Client-side rate limit for API requests per second, of each client (Foos, Kubernetes objects, Events). Negative (the default) disables it: the API server's priority and fairness paces us, and -workers bounds our concurrency (client-go's own default is 5).")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "Burst allowed above a positive -kube-api-qps (client-go's own default is 10).")
 	// Every change the controller acts on is watched, so the resync is a
-	// safety net, not the loop: it bounds how long a Foo in failure backoff
-	// waits once the cause is gone (an outage, a refusal lifted), and it
-	// costs CPU in proportion to the Foos cached (docs/performance.md,
-	// "Levers": the resync).
-	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Minute,
-		"How often every cached Foo is synced again even without events; 0 disables. A resync reads only the cache and writes nothing for a converged Foo; it also retries at once a Foo in failure backoff.")
+	// safety net, not the loop. It costs CPU in proportion to the Foos
+	// cached, at every pass (docs/performance.md, "Levers": the resync),
+	// and nothing waits for it: a Foo in failure backoff is retried within
+	// the backoff's cap (maxRetryDelay, queue.go) once the cause is gone,
+	// and the sync's own re-checks are requeues. 10 hours, as
+	// controller-runtime.
+	fs.DurationVar(&o.resyncPeriod, "resync-period", 10*time.Hour,
+		"How often every cached Foo is synced again even without events; 0 disables. A resync reads only the cache and writes nothing for a converged Foo; it also retries at once a Foo in failure backoff (otherwise within 5 minutes).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Run workers only while holding a leader Lease, so that replicas can stand by. Default: true with the in-cluster config, false otherwise.")
 	fs.StringVar(&o.lease.LeaseName, "leader-elect-lease-name", controllerName, "Name of the leader election Lease.")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -108,12 +109,30 @@ func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	}
 	key, _ := c.workqueue.Get()
 	c.workqueue.Done(key)
-	c.workqueue.AddRateLimited(key) // its 21st failure: back after 1000 s
+	c.workqueue.AddRateLimited(key) // its 21st failure: back after maxRetryDelay
 	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length %d right after a rate-limited add, want 0", n)
 	}
 	c.handleFooUpdate(foo, foo)
 	assertQueue(t, c, []string{"default/a"})
+}
+
+// TestRetryDelayIsCapped: a Foo that keeps failing is retried at least
+// every maxRetryDelay, which bounds how long it stays failed once the cause
+// is gone (the resync is hours apart); the first retries are quick.
+func TestRetryDelayIsCapped(t *testing.T) {
+	limiter := retryLimiter()
+	key := cache.ObjectName{Namespace: testNS, Name: "a"}
+	if d := limiter.When(key); d != 5*time.Millisecond {
+		t.Errorf("first retry after %v, want 5ms", d)
+	}
+	var longest time.Duration
+	for range 60 {
+		longest = max(longest, limiter.When(key))
+	}
+	if longest != maxRetryDelay || maxRetryDelay != 5*time.Minute {
+		t.Errorf("longest retry delay %v (maxRetryDelay %v), want 5m", longest, maxRetryDelay)
+	}
 }
 
 func TestFooHandlerEnqueuesTombstones(t *testing.T) {

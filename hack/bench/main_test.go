@@ -11,18 +11,19 @@ import (
 )
 
 // TestResyncPeriod: the idle window follows the controller's resync
-// period, so that it holds a pass whatever flags the run gives.
+// period, so that it holds a pass whatever flags the run gives (up to
+// 10 minutes: see the defaults case of TestParseFlags).
 func TestResyncPeriod(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want time.Duration
 	}{
-		{nil, 10 * time.Minute},
-		{[]string{"-workers=8"}, 10 * time.Minute},
+		{nil, 10 * time.Hour},
+		{[]string{"-workers=8"}, 10 * time.Hour},
 		{[]string{"-resync-period=1m"}, time.Minute},
 		{[]string{"--resync-period=90s", "-workers=8"}, 90 * time.Second},
-		{[]string{"-resync-period=0"}, 10 * time.Minute}, // no resync: the window stays the default
-		{[]string{"-resync-period=soon"}, 10 * time.Minute},
+		{[]string{"-resync-period=0"}, 10 * time.Hour}, // no resync: the window stays the default
+		{[]string{"-resync-period=soon"}, 10 * time.Hour},
 	} {
 		if got := resyncPeriod(tc.args); got != tc.want {
 			t.Errorf("resyncPeriod(%q) = %v, want %v", tc.args, got, tc.want)
@@ -171,6 +172,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "the 1-minute resync sets the idle window", args: []string{"-controller-flag=-resync-period=1m"}, check: func(o options) bool {
 			return o.idle == 70*time.Second && slices.Equal(o.controller.args, []string{"-resync-period=1m", "-profiling"})
 		}},
+		{name: "restarted with other settings, then idle", args: []string{"-restart-env=GOGC=off", "-restart-env", "GOMEMLIMIT=1GiB", "-restart-idle", "5m"},
+			check: func(o options) bool {
+				return o.restartIdle == 5*time.Minute && slices.Equal(o.restartEnv, []string{"GOGC=off", "GOMEMLIMIT=1GiB"}) && o.controller.env == nil
+			}},
 		{name: "an idle window given wins", args: []string{"-n", "50", "-idle", "20s", "-controller-flag=-resync-period=1m"}, check: func(o options) bool {
 			return o.idle == 20*time.Second
 		}},
