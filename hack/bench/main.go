@@ -63,6 +63,9 @@ type options struct {
 	// restartEnv is extra environment for the restarted controllers only:
 	// two GC settings compared in one run.
 	restartEnv []string
+	// deleteNamespace: after the restarts, delete the first namespace
+	// with the controller running (deleteNamespaceWhileRunning).
+	deleteNamespace bool
 	// stamp names this run's profiles, so that a run does not overwrite
 	// those of the runs before it.
 	stamp      string
@@ -195,6 +198,7 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.StringVar(&o.jsonPath, "json", "_output/bench.json", "Write the figures as JSON to this file.")
 	fs.DurationVar(&o.idle, "idle", 0,
 		"Idle window. Default: the controller's -resync-period (as given with -controller-flag) and 10 s, so that the window holds one resync pass; 10m10s, with no pass, for a period over 10 minutes (the default, 10h).")
+	fs.BoolVar(&o.deleteNamespace, "delete-namespace", false, "After the restarts, delete the first namespace with the controller running (needs -namespaces of at least 2): how long until it is gone, the controller's writes meanwhile (the target is none but the bystander's), and how soon a Foo elsewhere, edited during it, reaches its Deployment.")
 	fs.DurationVar(&o.restartIdle, "restart-idle", 0, "After the restarts, an idle window of the restarted controller (0: none): the idle CPU and memory of a process that did not converge a burst.")
 	fs.Func("restart-env", "An extra environment variable for the restarted controllers only, e.g. -restart-env=GOGC=off (repeatable): two settings compared in one run.",
 		func(v string) error {
@@ -343,6 +347,9 @@ func (o options) validateNamespaces() error {
 	if o.namespaces < 2 && (o.given["namespace-names"] || o.bigNamespace > 0) {
 		return errors.New("-namespace-names and -big-namespace are for -namespaces above 1: one namespace holds every Foo")
 	}
+	if o.namespaces < 2 && o.deleteNamespace {
+		return errors.New("-delete-namespace needs -namespaces of at least 2: a Foo in another namespace is edited during the deletion")
+	}
 	if even := 1 / float64(o.namespaces); o.bigNamespace > 0 && o.bigNamespace < even {
 		return fmt.Errorf("-big-namespace %v is below the even share 1/-namespaces (%.4g): the first namespace would hold fewer Foos than the others", o.bigNamespace, even)
 	}
@@ -459,6 +466,12 @@ func run(ctx context.Context, o options) (err error) {
 			// available without us, then the status writes.
 			if _, ok := f["floor_deployments_available_s"]; ok {
 				f["floor_ready_s"] = f["floor_deployments_available_s"] + f["floor_status_writes_s"]
+			}
+			// The pipeline's floor (issue 25): what no controller can do
+			// without, the Foo creates and the Deployment applies, sent by
+			// one client with the bench's concurrency, one after the other.
+			if _, ok := f["floor_deployment_applies_s"]; ok {
+				f["floor_foos_and_applies_s"] = f["floor_foo_creates_s"] + f["floor_deployment_applies_s"]
 			}
 		}
 		rep.Median = medians(rep.Runs)
@@ -607,7 +620,7 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	if path := profile(""); path != "" {
 		progress("heap profile after the idle window written to %s (go tool pprof -sample_index=inuse_space %s)", path, path)
 	}
-	ed, err := editOne(ctx, c, foos.of[0])
+	ed, err := editOne(ctx, c, foos.of[0], "foo-0")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -681,6 +694,13 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		return nil, nil, err
 	}
 	all["restart_live_heap_mb"] = live / (1 << 20)
+	if o.deleteNamespace {
+		del, err := deleteNamespaceWhileRunning(ctx, c, ctrl, foos, o.timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		merge(all, del)
+	}
 	if err := ctrl.stop(); err != nil {
 		return nil, nil, err
 	}
@@ -762,6 +782,8 @@ func printTable(w io.Writer, rep report) {
 		{"all Deployments exist (s)", "deployments_exist_s", "floor_deployment_creates_s", "<= 2x floor",
 			func(v, f float64) bool { return v <= 2*f }},
 		{"  vs the same N applies (s)", "deployments_exist_s", "floor_deployment_applies_s", "", nil},
+		{"  vs N Foo creates + N applies (s)", "deployments_exist_s", "floor_foos_and_applies_s", "<= 2x floor",
+			func(v, f float64) bool { return v <= 2*f }},
 		{"  the bench's N Foo creates (s)", "creates_sent_s", "floor_foo_creates_s", "", nil},
 		{"Foos/s during the burst", "burst_foos_per_s", "", "", nil},
 		{"all Deployments available (s)", "deployments_available_s", "floor_deployments_available_s", "", nil},
@@ -799,6 +821,10 @@ func printTable(w io.Writer, rep report) {
 		{"  of which anonymous (RssAnon)", "steady_rss_anon_mb", "", "", nil},
 		{"  Go heap in use (MB)", "steady_heap_inuse_mb", "", "", nil},
 		{"  live heap, after a GC (MB)", "live_heap_mb", "", "", nil},
+		{"namespace deleted, controller running: Foos", "nsdelete_foos", "", "", nil},
+		{"  until it is gone (s)", "nsdelete_gone_s", "", "", nil},
+		{"  controller writes meanwhile (a bystander's edit's among them)", "nsdelete_writes", "", "", nil},
+		{"  the bystander's edit -> its Deployment (s)", "nsdelete_bystander_s", "", "", nil},
 		{"RSS restarted, keys processed (MB)", "restart_rss_mb", "", "", nil},
 		{"  live heap, after a GC (MB)", "restart_live_heap_mb", "", "", nil},
 		{"peak RSS after restart (MB)", "restart_peak_rss_mb", "", "<= 1.5x steady", func(v, _ float64) bool { return v <= 1.5*m["steady_rss_mb"] }},

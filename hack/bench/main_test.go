@@ -107,6 +107,8 @@ func TestParseFlags(t *testing.T) {
 			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
 		{name: "big namespace for one namespace", args: []string{"-big-namespace=0.5", "-floor=false"},
 			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
+		{name: "a namespace deleted, of one", args: []string{"-delete-namespace"},
+			refused: "-delete-namespace needs -namespaces of at least 2"},
 		{name: "big namespace negative", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=-0.1"},
 			refused: "-big-namespace must be a fraction, 0 <= f < 1, got -0.1"},
 		{name: "big namespace of every Foo", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=1"},
@@ -176,6 +178,9 @@ func TestParseFlags(t *testing.T) {
 			check: func(o options) bool {
 				return o.restartIdle == 5*time.Minute && slices.Equal(o.restartEnv, []string{"GOGC=off", "GOMEMLIMIT=1GiB"}) && o.controller.env == nil
 			}},
+		{name: "a namespace deleted", args: []string{"-namespaces", "2", "-floor=false", "-delete-namespace"}, check: func(o options) bool {
+			return o.deleteNamespace && o.namespaces == 2
+		}},
 		{name: "an idle window given wins", args: []string{"-n", "50", "-idle", "20s", "-controller-flag=-resync-period=1m"}, check: func(o options) bool {
 			return o.idle == 20*time.Second
 		}},

@@ -789,8 +789,7 @@ func pct(d []time.Duration, p float64) float64 {
 // editOne changes the image of one Foo among the n converged and idle ones
 // (foo-0, in its namespace ns) and measures the time until its Deployment
 // carries it: the latency a user sees with n Foos in the caches.
-func editOne(ctx context.Context, c clients, ns string) (figures, error) {
-	const name = "foo-0"
+func editOne(ctx context.Context, c clients, ns, name string) (figures, error) {
 	t0 := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, editedImage)
 	if _, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -826,4 +825,72 @@ func listFloor(ctx context.Context, c clients, ns string) (figures, error) {
 	s := time.Since(t0).Seconds()
 	progress("floor: listed %d Foos and %d Deployments in %.2fs", len(foos.Items), len(deps.Items), s)
 	return figures{"floor_list_s": s}, nil
+}
+
+// deleteNamespaceWhileRunning deletes the first of the run's namespaces
+// with the controller running, as a user tearing down an environment
+// would, and reports how long until it is gone, what the controller sent
+// meanwhile (nothing should be written for Foos being deleted: no
+// status, no Deployment re-created, no Event), and how soon an edit of a
+// Foo in another namespace, sent a second into the deletion, reached its
+// Deployment.
+func deleteNamespaceWhileRunning(ctx context.Context, c clients, ctrl *controllerProc, p placement, timeout time.Duration) (figures, error) {
+	doomed := p.spaces[0]
+	bystander := -1
+	for i, ns := range p.of {
+		if ns != doomed {
+			bystander = i
+			break
+		}
+	}
+	if bystander < 0 {
+		return nil, errors.New("delete-namespace: every Foo is in the namespace to delete")
+	}
+	count := 0
+	for _, ns := range p.of {
+		if ns == doomed {
+			count++
+		}
+	}
+	before, err := ctrl.scrape()
+	if err != nil {
+		return nil, err
+	}
+	progress("delete-namespace: deleting %s (%d Foos) with the controller running", doomed, count)
+	t0 := time.Now()
+	if err := c.kube.CoreV1().Namespaces().Delete(ctx, doomed, metav1.DeleteOptions{}); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second)
+	ed, err := editOne(ctx, c, p.of[bystander], fmt.Sprintf("foo-%d", bystander))
+	if err != nil {
+		return nil, fmt.Errorf("delete-namespace: the bystander: %w", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := c.kube.CoreV1().Namespaces().Get(ctx, doomed, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete-namespace: %s not gone after %v: %w", doomed, timeout, err)
+	}
+	gone := time.Since(t0).Seconds()
+	after, err := ctrl.settle(3*time.Second, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	methods := diffMethods(before, after)
+	// The bystander's own writes: its Deployment's apply and its status
+	// (one or two, paced); the rest are for the namespace deleted.
+	progress("delete-namespace: %s gone after %.1fs; the controller sent %v meanwhile; a bystander's edit reached its Deployment in %.3fs",
+		doomed, gone, methods, ed["edit_to_deployment_s"])
+	fig := figures{
+		"nsdelete_foos":        float64(count),
+		"nsdelete_gone_s":      gone,
+		"nsdelete_writes":      writesOf(methods),
+		"nsdelete_bystander_s": ed["edit_to_deployment_s"],
+	}
+	for m, v := range methods {
+		fig["nsdelete_"+m] = v
+	}
+	return fig, nil
 }
