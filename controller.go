@@ -107,8 +107,11 @@ type Controller struct {
 	// applyFailures holds, per Foo key, how many syncs in a row failed with
 	// an answer that may lift by itself (see persists).
 	applyFailures sync.Map
-	recorder      events.EventRecorder
-	clock         clock.PassiveClock
+	// failed are the keys whose last sync failed: retried together every
+	// failedRetryEvery, whatever their backoff (queue.go).
+	failed   failedKeys
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
 	// pool, when set, is shared with other controllers of this process:
 	// a sync runs only with one of its tokens (sharded replicas, where
 	// each slot is a controller; nil for one leader).
@@ -135,7 +138,8 @@ func NewController(
 
 	// Every read of the Deployment cache expects what cachetrim keeps of a
 	// Deployment (a plan.DeploymentView), so the transform is set here
-	// rather than left to each caller's informer factory.
+	// rather than left to each caller's informer factory. The informer's
+	// generated Lister() expects *appsv1.Deployment: it must not be used.
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}
@@ -252,6 +256,20 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for range workers {
 		wg.Go(func() { c.runWorker(ctx, syncCtx) })
 	}
+	wg.Go(func() {
+		tick := time.NewTicker(failedRetryEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if n := c.retryFailed(); n > 0 {
+					logger.V(2).Info("Retrying every Foo whose last sync failed", "foos", n)
+				}
+			}
+		}
+	})
 	logger.Info("Started workers")
 
 	<-ctx.Done()
@@ -353,7 +371,8 @@ func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (res 
 //     server keeps refusing must back off, not retry every second.
 //   - Transient error: a non-nil error (API unavailable, a write conflict on
 //     a stale object, a panic). The key is retried with per-key exponential
-//     backoff (see newQueue); the syncResult is ignored.
+//     backoff (see newQueue), and with every other failed key every
+//     failedRetryEvery; the syncResult is ignored.
 //   - Permanent problem: one the user must fix (a Deployment name taken by
 //     someone else) is reported as a condition and returns done: retrying
 //     cannot fix it, so it must not spin in backoff. The exception is an
@@ -388,8 +407,10 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 			return
 		}
 		c.workqueue.Forget(key)
+		c.failed.done(key)
 		return
 	}
+	c.failed.failed(key)
 	logger := klog.FromContext(ctx)
 	if apierrors.IsConflict(err) {
 		// Expected now and then: we wrote from a cache that was one event

@@ -35,6 +35,7 @@ import (
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/plan"
 )
 
 func TestSyncTransientErrors(t *testing.T) {
@@ -233,6 +234,46 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	if !c.HasSynced() {
 		t.Error("not synced after both caches synced")
 	}
+}
+
+// TestDeploymentsAreCachedAsViews: NewController sets the Deployment
+// informer's transform itself, on an informer built without one, so that
+// the cache holds plan.DeploymentView, which every read of it expects, and
+// a Deployment's event reaches its Foo.
+func TestDeploymentsAreCachedAsViews(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	foo := newFoo("a", 1)
+	client, kubeclient := fake.NewClientset(foo), k8sfake.NewClientset(ownedDeployment(foo))
+	i := informers.NewSharedInformerFactory(client, 0)
+	k8sI := kubeinformers.NewSharedInformerFactory(kubeclient, 0) // no transform
+	c, err := NewController(ctx, kubeclient, client, k8sI.Apps().V1().Deployments(),
+		i.Samplecontroller().V1alpha1().Foos(), events.NewFakeRecorder(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	i.Start(cctx.Done())
+	k8sI.Start(cctx.Done())
+	defer func() {
+		cancel()
+		i.Shutdown()
+		k8sI.Shutdown()
+	}()
+	i.WaitForCacheSync(cctx.Done())
+	k8sI.WaitForCacheSync(cctx.Done())
+	objs := k8sI.Apps().V1().Deployments().Informer().GetIndexer().List()
+	if len(objs) != 1 {
+		t.Fatalf("%d cached Deployments, want 1", len(objs))
+	}
+	if _, ok := objs[0].(*plan.DeploymentView); !ok {
+		t.Fatalf("the cache holds a %T, want *plan.DeploymentView", objs[0])
+	}
+	dep, err := c.getDeployment(testNS, foo.Spec.DeploymentName)
+	if err != nil || dep == nil || dep.UID != ownedDeployment(foo).UID {
+		t.Errorf("getDeployment: %+v, %v", dep, err)
+	}
+	// The Foo's add and its Deployment's, one key.
+	assertQueue(t, c, []string{"default/a"})
 }
 
 // TestCheckAPIExplainsWhatIsMissing: at start, a missing CRD, a missing

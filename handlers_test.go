@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -98,7 +100,7 @@ func TestDeploymentEventsJumpTheQueue(t *testing.T) {
 
 // TestResyncAddsAKeyInBackoffAtOnce: a resync re-delivers every Foo
 // unchanged, and that adds its key at once even while it waits out a long
-// failure backoff; so no Foo waits longer than -resync-period.
+// failure backoff (retryFailed does the same for the failed Foos only).
 func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	foo := newFoo("a", 1)
 	f := newFixture(t).withFoo(foo)
@@ -109,7 +111,7 @@ func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	}
 	key, _ := c.workqueue.Get()
 	c.workqueue.Done(key)
-	c.workqueue.AddRateLimited(key) // its 21st failure: back after maxRetryDelay
+	c.workqueue.AddRateLimited(key) // its 21st failure: back after 1000 s
 	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length %d right after a rate-limited add, want 0", n)
 	}
@@ -117,21 +119,37 @@ func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	assertQueue(t, c, []string{"default/a"})
 }
 
-// TestRetryDelayIsCapped: a Foo that keeps failing is retried at least
-// every maxRetryDelay, which bounds how long it stays failed once the cause
-// is gone (the resync is hours apart); the first retries are quick.
-func TestRetryDelayIsCapped(t *testing.T) {
-	limiter := retryLimiter()
-	key := cache.ObjectName{Namespace: testNS, Name: "a"}
-	if d := limiter.When(key); d != 5*time.Millisecond {
-		t.Errorf("first retry after %v, want 5ms", d)
+// TestFailedFoosAreRetriedTogether: every Foo whose last sync failed is
+// added at once by retryFailed, however many they are and whatever their
+// backoff: after an outage that failed 10,000 Foos, the shared 10/s of
+// retries would otherwise spread them over 1,000 s and more. A Foo whose
+// sync then succeeds is not retried again; one waiting for a known time
+// (requeue after d) keeps its mark.
+func TestFailedFoosAreRetriedTogether(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	const n = 10000
+	keys := make([]cache.ObjectName, n)
+	for i := range keys {
+		keys[i] = cache.ObjectName{Namespace: testNS, Name: fmt.Sprintf("foo-%d", i)}
+		for range 10 { // a long outage: each key deep in its backoff
+			c.handleErr(ctx, keys[i], syncResult{}, errors.New("the webhook is down"))
+		}
 	}
-	var longest time.Duration
-	for range 60 {
-		longest = max(longest, limiter.When(key))
+	// A few came back while the rest failed (the retries' burst of 100).
+	if got := c.workqueue.Len(); got > n/100 {
+		t.Fatalf("%d keys queued right after their failures, want nearly none (all waiting out their backoff)", got)
 	}
-	if longest != maxRetryDelay || maxRetryDelay != 5*time.Minute {
-		t.Errorf("longest retry delay %v (maxRetryDelay %v), want 5m", longest, maxRetryDelay)
+	if got := c.retryFailed(); got != n || c.workqueue.Len() != n {
+		t.Fatalf("retryFailed added %d keys, the queue holds %d; want %d", got, c.workqueue.Len(), n)
+	}
+	for _, key := range keys[:n-2] {
+		c.handleErr(ctx, key, syncResult{}, nil) // the webhook is back
+	}
+	c.handleErr(ctx, keys[n-1], requeueAfter(time.Second), nil)
+	if got := c.retryFailed(); got != 2 {
+		t.Errorf("after %d successes retryFailed added %d keys, want 2 (one still failed, one requeued after a failure)", n-2, got)
 	}
 }
 

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -19,10 +19,10 @@ import (
 // that ForgetQueue can remove them when a sharded slot's queue stops).
 //
 // Retry policy: a key whose sync fails is retried after 5ms, 10ms, 20ms,
-// ... doubling up to maxRetryDelay, and all retries together are limited
-// to 10/s with bursts of 100 (client-go's default controller rate limiter,
-// whose cap is 1000 s). A sync that is done resets the key's backoff. A
-// new event or a resync adds the key at once, whatever its backoff.
+// ... doubling up to 1000s, and all retries together are limited to 10/s
+// with bursts of 100 (client-go's default controller rate limiter). A sync
+// that is done resets the key's backoff. A new event or a resync adds the
+// key at once, whatever its backoff, and so does retryFailed.
 func newQueue(name string, storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
 	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
 		Name: name, Queue: storage, MetricsProvider: metrics.QueueMetrics,
@@ -30,21 +30,34 @@ func newQueue(name string, storage *lanes.Queue[cache.ObjectName]) workqueue.Typ
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
 		Name: name, Queue: fifo, MetricsProvider: metrics.QueueMetrics,
 	})
-	return workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying, MetricsProvider: metrics.QueueMetrics})
 }
 
-// maxRetryDelay bounds how long a Foo whose sync failed waits for its next
-// try, and so how long it stays failed once the cause is gone (an outage
-// ended, a quota raised): nothing else brings it back sooner, since the
-// resync is hours apart (flags.go). client-go's default is 1000 s.
-const maxRetryDelay = 5 * time.Minute
+// failedRetryEvery is how often every Foo whose last sync failed is
+// retried at once, whatever its backoff. The backoff of one key grows to
+// 1000 s, and all retries share 10/s, so after an outage that failed
+// 100,000 Foos (a webhook down, a quota) the last of them would wait
+// hours for its turn (100,000 / 10 s). With this, none waits more than 10
+// minutes once the cause is gone, and it costs nothing while nothing
+// fails: the resync that bounded it before synced every cached Foo, and
+// is now hours apart (flags.go).
+const failedRetryEvery = 10 * time.Minute
 
-// retryLimiter is client-go's default controller rate limiter with the
-// per-key backoff capped at maxRetryDelay.
-func retryLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
+// failedKeys are the keys whose last sync failed (handleErr keeps it).
+type failedKeys struct{ m sync.Map }
+
+func (f *failedKeys) failed(key cache.ObjectName) { f.m.Store(key, struct{}{}) }
+func (f *failedKeys) done(key cache.ObjectName)   { f.m.Delete(key) }
+
+// retryFailed adds every key whose last sync failed, at once, and returns
+// how many.
+func (c *Controller) retryFailed() int {
+	n := 0
+	c.failed.m.Range(func(k, _ any) bool {
+		c.workqueue.Add(k.(cache.ObjectName))
+		n++
+		return true
+	})
+	return n
 }

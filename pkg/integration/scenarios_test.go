@@ -74,6 +74,20 @@ func TestCreateConverges(t *testing.T) {
 	if ev := s.fooEvents("web"); ev["Created"] != 1 {
 		t.Errorf("events: %v, want one Created", ev)
 	}
+	// The Event names the Deployment it is about (the cache holds a
+	// plan.DeploymentView, which has no kind: the reference is built).
+	list, err := s.kube.EventsV1().Events(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == "web" && e.Reason == "Created" {
+			if r := e.Related; r == nil || r.Kind != "Deployment" || r.APIVersion != "apps/v1" || r.Name != "web-deploy" ||
+				r.Namespace != s.ns || r.UID != dep.UID {
+				t.Errorf("the Created Event's related object: %+v, want the Deployment web-deploy (UID %s)", r, dep.UID)
+			}
+		}
+	}
 }
 
 func TestScaleSubresource(t *testing.T) {

@@ -21,9 +21,15 @@ import (
 // Its fields have the names and JSON paths of appsv1.Deployment's, so code
 // reads dep.Spec.Template.Labels either way, and a JSON patch computed
 // from a view (StrayEntriesPatch) has the paths of the real object. A
-// field the controller starts to read must be added here and in
-// NewDeploymentView: the compiler enforces the first, and
-// FuzzDeploymentViewHidesNothing the second.
+// field of the spec or status the controller starts to read must be added
+// here and in NewDeploymentView: the compiler enforces the first, and
+// FuzzDeploymentViewHidesNothing the second. The metadata is the whole
+// ObjectMeta type (so that a view is a metav1.Object), but only what
+// NewDeploymentView copies is set: name, namespace, UID,
+// resourceVersion, generation, deletionTimestamp, labels, owner
+// references and the PodLabelsAnnotation annotation. Reading anything
+// else of it (finalizers, another annotation) compiles and reads empty:
+// copy it in NewDeploymentView, and add it to the fuzz test's reads.
 //
 // A view implements runtime.Object and metav1.Object, so that informers,
 // indexes and the MutationCache keep it as they would a Deployment. It has
