@@ -182,7 +182,8 @@ func (d *DeploymentView) DeepCopy() *DeploymentView {
 		return nil
 	}
 	out := &DeploymentView{Spec: d.Spec, Status: d.Status}
-	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	meta := &d.ObjectMeta // d.DeepCopyInto would read as a copy of the view
+	meta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Replicas = cloneInt32(d.Spec.Replicas)
 	out.Spec.Selector = d.Spec.Selector.DeepCopy()
 	if d.Spec.Template.Labels != nil {
