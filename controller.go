@@ -265,7 +265,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 				return
 			case <-tick.C:
 				if n := c.retryFailed(); n > 0 {
-					logger.V(2).Info("Retrying every Foo whose last sync failed", "foos", n)
+					// At the default level: an operator who just lifted
+					// a quota or a policy sees the retry coming.
+					logger.Info("Retrying every Foo whose last sync failed", "foos", n, "every", failedRetryEvery)
 				}
 			}
 		}
