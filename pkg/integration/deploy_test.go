@@ -371,6 +371,16 @@ func TestDeployManifestsArePSSRestricted(t *testing.T) {
 	if limit := c.Resources.Limits.Memory().Value(); goMemLimit <= 0 || limit-goMemLimit < 32<<20 {
 		t.Errorf("GOMEMLIMIT %d bytes with a memory limit of %d: want it set, in MiB, at least 32 MiB below the limit (the binary's pages, 26 to 28 MB, and a margin)", goMemLimit, limit)
 	}
+	// GOGC=off: Go collects only as the heap nears GOMEMLIMIT, so the
+	// container uses its limit, and must be granted it (a request below
+	// would make it the first evicted under memory pressure).
+	gcOff := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOGC" && e.Value == "off" })
+	if !gcOff {
+		t.Errorf("GOGC=off not set: the default collector marks the whole cache every 2 minutes (docs/operations.md, \"Memory\")")
+	}
+	if gcOff && c.Resources.Requests.Memory().Cmp(*c.Resources.Limits.Memory()) < 0 {
+		t.Errorf("GOGC=off with a memory request of %v below the limit %v: want them equal", c.Resources.Requests.Memory(), c.Resources.Limits.Memory())
+	}
 
 	// Shown here, not by scheduling: kwok's nodes lack the label.
 	if aa := dep.Spec.Template.Spec.Affinity; aa == nil || aa.PodAntiAffinity == nil ||
