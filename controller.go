@@ -256,22 +256,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for range workers {
 		wg.Go(func() { c.runWorker(ctx, syncCtx) })
 	}
-	wg.Go(func() {
-		tick := time.NewTicker(failedRetryEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if n := c.retryFailed(); n > 0 {
-					// At the default level: an operator who just lifted
-					// a quota or a policy sees the retry coming.
-					logger.Info("Retrying every Foo whose last sync failed", "foos", n, "every", failedRetryEvery)
-				}
-			}
-		}
-	})
+	wg.Go(func() { c.retryFailedEvery(ctx, failedRetryEvery) })
 	logger.Info("Started workers")
 
 	<-ctx.Done()

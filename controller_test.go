@@ -238,8 +238,8 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 
 // TestDeploymentsAreCachedAsViews: NewController sets the Deployment
 // informer's transform itself, on an informer built without one, so that
-// the cache holds plan.DeploymentView, which every read of it expects, and
-// a Deployment's event reaches its Foo.
+// the cache holds plan.DeploymentView, which every read of it expects
+// (getDeployment; the handlers, TestHandlersEnqueueTheRightFoos).
 func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	foo := newFoo("a", 1)
@@ -272,7 +272,11 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	if err != nil || dep == nil || dep.UID != ownedDeployment(foo).UID {
 		t.Errorf("getDeployment: %+v, %v", dep, err)
 	}
-	// The Foo's add and its Deployment's, one key.
+	// The handlers are called after the caches sync, not before
+	// WaitForCacheSync returns; nothing failed on the way.
+	for deadline := time.Now().Add(5 * time.Second); c.workqueue.Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	assertQueue(t, c, []string{"default/a"})
 }
 

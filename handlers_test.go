@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -150,6 +151,36 @@ func TestFailedFoosAreRetriedTogether(t *testing.T) {
 	c.handleErr(ctx, keys[n-1], requeueAfter(time.Second), nil)
 	if got := c.retryFailed(); got != 2 {
 		t.Errorf("after %d successes retryFailed added %d keys, want 2 (one still failed, one requeued after a failure)", n-2, got)
+	}
+}
+
+// TestFailedFoosAreRetriedEveryPeriod: what Run starts beside the workers
+// re-adds a failed Foo, deep in its backoff, at each tick, and returns
+// when its context ends.
+func TestFailedFoosAreRetriedEveryPeriod(t *testing.T) {
+	f := newFixture(t)
+	_, ctx := ktesting.NewTestContext(t)
+	c := f.newController(ctx)
+	// Marked failed, its own retry not scheduled (as if hours away): only
+	// the ticks can add it.
+	key := cache.ObjectName{Namespace: testNS, Name: "a"}
+	c.failed.failed(key)
+	tctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		c.retryFailedEvery(tctx, 20*time.Millisecond)
+	}()
+	for deadline := time.Now().Add(5 * time.Second); c.workqueue.Len() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed Foo was not added within 5 s of ticks every 20 ms")
+		}
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("retryFailedEvery did not return after its context ended")
 	}
 }
 

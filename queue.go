@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 
 	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
@@ -49,6 +51,24 @@ type failedKeys struct{ m sync.Map }
 
 func (f *failedKeys) failed(key cache.ObjectName) { f.m.Store(key, struct{}{}) }
 func (f *failedKeys) done(key cache.ObjectName)   { f.m.Delete(key) }
+
+// retryFailedEvery calls retryFailed every period until ctx is done.
+func (c *Controller) retryFailedEvery(ctx context.Context, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if n := c.retryFailed(); n > 0 {
+				// At the default level: an operator who just lifted a
+				// quota or a policy sees the retry coming.
+				klog.FromContext(ctx).Info("Retrying every Foo whose last sync failed", "foos", n, "every", period)
+			}
+		}
+	}
+}
 
 // retryFailed adds every key whose last sync failed, at once, and returns
 // how many.
