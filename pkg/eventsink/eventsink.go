@@ -27,14 +27,21 @@ type Tracked struct {
 
 	mu       sync.Mutex
 	inFlight int
+	started  uint64        // writes begun, ever: a write that began while Wait was quiet
 	idle     chan struct{} // closed when inFlight drops to 0; nil if nobody waits
 }
+
+// Quiet is how long Wait also waits with nothing in flight: an Event handed
+// to the broadcaster reaches the sink from a goroutine of its own a moment
+// later, and a write not yet begun is not in flight.
+const Quiet = 200 * time.Millisecond
 
 var _ events.EventSink = (*Tracked)(nil)
 
 func (t *Tracked) begin() {
 	t.mu.Lock()
 	t.inFlight++
+	t.started++
 	t.mu.Unlock()
 }
 
@@ -69,23 +76,37 @@ func (t *Tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*e
 	return t.Sink.Patch(ctx, e, data)
 }
 
-// Wait waits until no write is in flight, or timeout passes. It reports
-// whether everything was sent.
+// Wait waits until no write has been in flight for Quiet, or timeout
+// passes. It reports whether everything was sent.
 func (t *Tracked) Wait(timeout time.Duration) bool {
-	t.mu.Lock()
-	if t.inFlight == 0 {
+	deadline := time.Now().Add(timeout)
+	for {
+		t.mu.Lock()
+		if t.inFlight == 0 {
+			started := t.started
+			t.mu.Unlock()
+			quiet := min(Quiet, time.Until(deadline))
+			time.Sleep(max(quiet, 0))
+			t.mu.Lock()
+			done := t.inFlight == 0 && t.started == started
+			t.mu.Unlock()
+			if done {
+				return true
+			}
+			if !time.Now().Before(deadline) {
+				return false
+			}
+			continue
+		}
+		if t.idle == nil {
+			t.idle = make(chan struct{})
+		}
+		idle := t.idle
 		t.mu.Unlock()
-		return true
-	}
-	if t.idle == nil {
-		t.idle = make(chan struct{})
-	}
-	idle := t.idle
-	t.mu.Unlock()
-	select {
-	case <-idle:
-		return true
-	case <-time.After(timeout):
-		return false
+		select {
+		case <-idle:
+		case <-time.After(time.Until(deadline)):
+			return false
+		}
 	}
 }

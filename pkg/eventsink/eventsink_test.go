@@ -42,3 +42,27 @@ func TestWait(t *testing.T) {
 		t.Fatal("the write finished: Wait must return true")
 	}
 }
+
+// TestWaitCoversTheHandOff: an Event recorded just before shutdown reaches
+// the sink from a goroutine of its own a moment later; Wait called in that
+// moment, with nothing in flight yet, waits for it (TestLastChangeToldAtShutdown
+// lost such an Event under load).
+func TestWaitCoversTheHandOff(t *testing.T) {
+	s := slowSink{release: make(chan struct{})}
+	close(s.release)
+	tr := &Tracked{Sink: s}
+	created := make(chan struct{})
+	go func() {
+		time.Sleep(Quiet / 4) // the broadcaster's hand-off, slow under load
+		_, _ = tr.Create(context.Background(), &eventsv1.Event{})
+		close(created)
+	}()
+	if !tr.Wait(5 * time.Second) {
+		t.Fatal("Wait timed out")
+	}
+	select {
+	case <-created:
+	default:
+		t.Fatal("Wait returned before a write that began in its quiet period was done")
+	}
+}
