@@ -2,7 +2,6 @@ package plan
 
 import (
 	"maps"
-
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -110,7 +111,6 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 			Generation:        dep.Generation,
 			DeletionTimestamp: dep.DeletionTimestamp.DeepCopy(),
 			Labels:            internKeys(dep.Labels),
-			OwnerReferences:   slices.Clone(dep.OwnerReferences),
 		},
 		Spec: DeploymentViewSpec{
 			Replicas: cloneInt32(dep.Spec.Replicas),
@@ -126,17 +126,18 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
 		out.Annotations = map[string]string{PodLabelsAnnotation: keys}
 	}
+	if n := len(dep.OwnerReferences); n > 0 {
+		out.OwnerReferences = make([]metav1.OwnerReference, n)
+	}
 	for i := range out.OwnerReferences {
 		ref := &out.OwnerReferences[i]
+		dep.OwnerReferences[i].DeepCopyInto(ref)
 		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
-		ref.Controller, ref.BlockOwnerDeletion = cloneBool(ref.Controller), cloneBool(ref.BlockOwnerDeletion)
 	}
 	out.Spec.Template.Labels = shared(internKeys(dep.Spec.Template.Labels), out.Labels)
 	if sel := dep.Spec.Selector; sel != nil {
-		out.Spec.Selector = &metav1.LabelSelector{
-			MatchLabels:      shared(internKeys(sel.MatchLabels), out.Labels, out.Spec.Template.Labels),
-			MatchExpressions: cloneRequirements(sel.MatchExpressions),
-		}
+		out.Spec.Selector = sel.DeepCopy()
+		out.Spec.Selector.MatchLabels = shared(internKeys(sel.MatchLabels), out.Labels, out.Spec.Template.Labels)
 	}
 	if n := len(dep.Spec.Template.Spec.Containers); n > 0 {
 		out.Spec.Template.Spec.Containers = make([]ContainerView, n)
@@ -186,12 +187,7 @@ func (d *DeploymentView) DeepCopy() *DeploymentView {
 	meta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Replicas = cloneInt32(d.Spec.Replicas)
 	out.Spec.Selector = d.Spec.Selector.DeepCopy()
-	if d.Spec.Template.Labels != nil {
-		out.Spec.Template.Labels = map[string]string{}
-		for k, v := range d.Spec.Template.Labels {
-			out.Spec.Template.Labels[k] = v
-		}
-	}
+	out.Spec.Template.Labels = maps.Clone(d.Spec.Template.Labels)
 	out.Spec.Template.Spec.Containers = slices.Clone(d.Spec.Template.Spec.Containers)
 	for i := range out.Spec.Template.Spec.Containers {
 		c := &out.Spec.Template.Spec.Containers[i]
@@ -212,20 +208,4 @@ func cloneInt32(p *int32) *int32 {
 	}
 	v := *p
 	return &v
-}
-
-func cloneBool(p *bool) *bool {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-func cloneRequirements(rs []metav1.LabelSelectorRequirement) []metav1.LabelSelectorRequirement {
-	out := slices.Clone(rs)
-	for i := range out {
-		out[i].Values = slices.Clone(out[i].Values)
-	}
-	return out
 }
