@@ -63,6 +63,11 @@ type options struct {
 	// restartEnv is extra environment for the restarted controllers only:
 	// two GC settings compared in one run.
 	restartEnv []string
+	// restartAltEnv, when given, makes every other restart run with it
+	// on top of restartEnv (the last restart never does): its figures
+	// are reported under "alt_", so that two settings of the start-up
+	// are compared in one run, on the same objects and machine.
+	restartAltEnv []string
 	// deleteNamespace: after the restarts, delete the first namespace
 	// with the controller running (deleteNamespaceWhileRunning).
 	deleteNamespace bool
@@ -208,6 +213,14 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 			o.restartEnv = append(o.restartEnv, v)
 			return nil
 		})
+	fs.Func("restart-alt-env", "An extra environment variable for every other restart, on top of -restart-env (repeatable; needs -restarts of at least 2): its start-up figures are reported apart, as the alternative's.",
+		func(v string) error {
+			if !strings.Contains(v, "=") {
+				return fmt.Errorf("want NAME=VALUE, got %q", v)
+			}
+			o.restartAltEnv = append(o.restartAltEnv, v)
+			return nil
+		})
 	fs.IntVar(&o.concurrency, "concurrency", 50, "Concurrent creates (Foos, and the floor's writes).")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "Give up converging (or waiting for the floor's Deployments to be available, or for a namespace to be deleted) after this long.")
 	fs.IntVar(&o.namespaces, "namespaces", 1,
@@ -297,6 +310,9 @@ func (o options) validate(ownControlPlane bool) error {
 	}
 	if o.repeat < 1 || o.concurrency < 1 || o.restarts < 1 {
 		return errors.New("-repeat, -concurrency and -restarts must be at least 1")
+	}
+	if len(o.restartAltEnv) > 0 && o.restarts < 2 {
+		return errors.New("-restart-alt-env needs -restarts of at least 2: every other restart runs with it")
 	}
 	if o.burstProfile < 0 {
 		return errors.New("-burst-profile must not be negative")
@@ -636,8 +652,9 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	}
 	// Each restart right after a bare list, so that the two of a pair see
 	// the same machine: its ratio is the figure, its median the result.
-	var starts []figures
+	var starts, alts []figures
 	for i := range o.restarts {
+		alt := len(o.restartAltEnv) > 0 && alternative(i, o.restarts)
 		lf, err := listFloor(ctx, c, listed)
 		if err != nil {
 			return nil, nil, err
@@ -645,6 +662,10 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 		var rs figures
 		restarted := o.controller
 		restarted.env = append(slices.Clip(o.controller.env), o.restartEnv...)
+		if alt {
+			// os/exec keeps the last of a name given twice.
+			restarted.env = append(restarted.env, o.restartAltEnv...)
+		}
 		ctrl, rs, err = restart(ctx, ctrl, o.plane, bin, kubeconfig, logPath, n, restarted)
 		if err != nil {
 			return nil, nil, err
@@ -655,12 +676,29 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 			rs["restart_peak_rss_mb"] = float64(rss) / (1 << 20)
 		}
 		if o.restarts > 1 {
-			progress("restart %d/%d: keys processed in %.2fs, bare list %.2fs: %.2fx", i+1, o.restarts,
-				rs["restart_processed_s"], rs["floor_list_s"], rs["startup_vs_list"])
+			which := ""
+			if alt {
+				which = " (alternative: " + strings.Join(o.restartAltEnv, " ") + ")"
+			}
+			progress("restart %d/%d%s: keys processed in %.2fs, bare list %.2fs: %.2fx, peak RSS %.0f MB", i+1, o.restarts, which,
+				rs["restart_processed_s"], rs["floor_list_s"], rs["startup_vs_list"], rs["restart_peak_rss_mb"])
+		}
+		if alt {
+			alts = append(alts, rs)
+			continue
 		}
 		starts = append(starts, rs)
 	}
 	merge(all, medians(starts))
+	if len(alts) > 0 {
+		for k, v := range medians(alts) {
+			all["alt_"+k] = v
+		}
+		all["alt_startup_vs_list_min"], all["alt_startup_vs_list_max"] = spread(alts, "startup_vs_list")
+		for _, rs := range alts {
+			all["restart_writes"] = max(all["restart_writes"], rs["restart_writes"])
+		}
+	}
 	for _, rs := range starts {
 		// A write in any restart is a failure of the figure: not a median.
 		all["restart_writes"] = max(all["restart_writes"], rs["restart_writes"])
@@ -726,6 +764,11 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	}
 	return all, ser, nil
 }
+
+// alternative says whether restart i of n runs with -restart-alt-env:
+// every other one, ending with one that does not, so that the last
+// restart, measured on after the loop, has the usual settings.
+func alternative(i, n int) bool { return (n-1-i)%2 == 1 }
 
 // spread is the lowest and the highest of key over runs.
 func spread(runs []figures, key string) (lo, hi float64) {
@@ -812,6 +855,11 @@ func printTable(w io.Writer, rep report) {
 		{"  ratio to the list just before", "startup_vs_list", "", "<= 2", func(v, _ float64) bool { return v <= 2 }},
 		{"    lowest of the restarts", "startup_vs_list_min", "", "", nil},
 		{"    highest of the restarts", "startup_vs_list_max", "", "", nil},
+		{"restart with the alternative environment (-restart-alt-env): keys processed (s)", "alt_restart_processed_s", "alt_floor_list_s", "<= 2x", func(v, f float64) bool { return v <= 2*f }},
+		{"  ratio to the list just before", "alt_startup_vs_list", "", "<= 2", func(v, _ float64) bool { return v <= 2 }},
+		{"    lowest of the restarts", "alt_startup_vs_list_min", "", "", nil},
+		{"    highest of the restarts", "alt_startup_vs_list_max", "", "", nil},
+		{"  peak RSS (MB)", "alt_restart_peak_rss_mb", "", "", nil},
 		{"restart: writes", "restart_writes", "", "0", func(v, _ float64) bool { return v == 0 }},
 		{"peak RSS after converge (MB)", "peak_rss_mb", "", "<= 40", func(v, _ float64) bool { return v <= 40 }},
 		{"  of which binary pages (RssFile)", "rss_file_mb", "", "", nil},

@@ -107,6 +107,10 @@ func TestParseFlags(t *testing.T) {
 			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
 		{name: "big namespace for one namespace", args: []string{"-big-namespace=0.5", "-floor=false"},
 			refused: "-namespace-names and -big-namespace are for -namespaces above 1"},
+		{name: "an alternative start-up with one restart", args: []string{"-restart-alt-env=GOMEMLIMIT=800MiB"},
+			refused: "-restart-alt-env needs -restarts of at least 2"},
+		{name: "an alternative start-up without a value", args: []string{"-restarts=2", "-restart-alt-env=GOGC"},
+			refused: `want NAME=VALUE, got "GOGC"`},
 		{name: "a namespace deleted, of one", args: []string{"-delete-namespace"},
 			refused: "-delete-namespace needs -namespaces of at least 2"},
 		{name: "big namespace negative", args: []string{"-namespaces", "8", "-floor=false", "-big-namespace=-0.1"},
@@ -177,6 +181,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "restarted with other settings, then idle", args: []string{"-restart-env=GOGC=off", "-restart-env", "GOMEMLIMIT=1GiB", "-restart-idle", "5m"},
 			check: func(o options) bool {
 				return o.restartIdle == 5*time.Minute && slices.Equal(o.restartEnv, []string{"GOGC=off", "GOMEMLIMIT=1GiB"}) && o.controller.env == nil
+			}},
+		{name: "two settings of the start-up compared", args: []string{"-restarts", "6", "-restart-env=GOGC=off", "-restart-env=GOMEMLIMIT=540MiB", "-restart-alt-env=GOMEMLIMIT=800MiB"},
+			check: func(o options) bool {
+				return o.restarts == 6 && slices.Equal(o.restartEnv, []string{"GOGC=off", "GOMEMLIMIT=540MiB"}) && slices.Equal(o.restartAltEnv, []string{"GOMEMLIMIT=800MiB"})
 			}},
 		{name: "a namespace deleted", args: []string{"-namespaces", "2", "-floor=false", "-delete-namespace"}, check: func(o options) bool {
 			return o.deleteNamespace && o.namespaces == 2
@@ -327,5 +335,23 @@ func TestCPUSeconds(t *testing.T) {
 	}
 	if after-before < 0.1 || busyAfter-busy < after-before-0.02 {
 		t.Errorf("this process's CPU grew %.3f s in 10 s of spinning (want 0.1), the machine's busy time %.3f s (want at least as much)", after-before, busyAfter-busy)
+	}
+}
+
+// TestAlternative: restarts alternate, and the last one, which the idle
+// window and the restarted heap are measured on, has the usual settings.
+func TestAlternative(t *testing.T) {
+	for n, want := range map[int]string{2: "au", 3: "uau", 6: "auauau"} {
+		var got strings.Builder
+		for i := range n {
+			if alternative(i, n) {
+				got.WriteByte('a')
+			} else {
+				got.WriteByte('u')
+			}
+		}
+		if got.String() != want {
+			t.Errorf("restarts of %d: %s, want %s (a: alternative, u: usual)", n, got.String(), want)
+		}
 	}
 }

@@ -57,8 +57,8 @@ func (o options) validateScaleOut() error {
 	if k := slices.Max(o.shardReplicas); k > o.shardSlots {
 		return fmt.Errorf("-shard-replicas %d is more replicas than -shard-slots (%d): the extra ones would hold no slot", k, o.shardSlots)
 	}
-	if o.heapProfile || o.cpuProfile || o.given["idle"] || o.given["restarts"] || o.given["restart-idle"] || o.given["restart-env"] || o.deleteNamespace {
-		return errors.New("-heap-profile, -cpu-profile, -idle, -restarts, -restart-idle, -restart-env and -delete-namespace are for the idle window and the restarts, which the scale-out run (-shard-replicas) skips")
+	if o.heapProfile || o.cpuProfile || o.given["idle"] || o.given["restarts"] || o.given["restart-idle"] || o.given["restart-env"] || o.given["restart-alt-env"] || o.deleteNamespace {
+		return errors.New("-heap-profile, -cpu-profile, -idle, -restarts, -restart-idle, -restart-env, -restart-alt-env and -delete-namespace are for the idle window and the restarts, which the scale-out run (-shard-replicas) skips")
 	}
 	for _, a := range o.controller.args {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
