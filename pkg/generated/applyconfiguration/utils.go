@@ -20,8 +20,10 @@ package applyconfiguration
 
 import (
 	v1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	v1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	internal "example.com/foo-controller/pkg/generated/applyconfiguration/internal"
 	samplecontrollerv1alpha1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
+	samplecontrollerv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
@@ -38,6 +40,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &samplecontrollerv1alpha1.FooSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FooStatus"):
 		return &samplecontrollerv1alpha1.FooStatusApplyConfiguration{}
+
+		// Group=samplecontroller.example.com, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithKind("DeploymentSpec"):
+		return &samplecontrollerv1beta1.DeploymentSpecApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Foo"):
+		return &samplecontrollerv1beta1.FooApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FooSpec"):
+		return &samplecontrollerv1beta1.FooSpecApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("FooStatus"):
+		return &samplecontrollerv1beta1.FooStatusApplyConfiguration{}
 
 	}
 	return nil

@@ -7,6 +7,7 @@
 // with its OpenAPI schema, CEL rules, subresources and printer columns).
 //
 // +k8s:deepcopy-gen=package
+// +k8s:conversion-gen=example.com/foo-controller/pkg/apis/samplecontroller/v1beta1
 // +groupName=samplecontroller.example.com
 // +kubebuilder:object:generate=false
 package v1alpha1

@@ -23,6 +23,7 @@ import (
 	http "net/http"
 
 	samplecontrollerv1alpha1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1alpha1"
+	samplecontrollerv1beta1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -31,17 +32,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	SamplecontrollerV1alpha1() samplecontrollerv1alpha1.SamplecontrollerV1alpha1Interface
+	SamplecontrollerV1beta1() samplecontrollerv1beta1.SamplecontrollerV1beta1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	samplecontrollerV1alpha1 *samplecontrollerv1alpha1.SamplecontrollerV1alpha1Client
+	samplecontrollerV1beta1  *samplecontrollerv1beta1.SamplecontrollerV1beta1Client
 }
 
 // SamplecontrollerV1alpha1 retrieves the SamplecontrollerV1alpha1Client
 func (c *Clientset) SamplecontrollerV1alpha1() samplecontrollerv1alpha1.SamplecontrollerV1alpha1Interface {
 	return c.samplecontrollerV1alpha1
+}
+
+// SamplecontrollerV1beta1 retrieves the SamplecontrollerV1beta1Client
+func (c *Clientset) SamplecontrollerV1beta1() samplecontrollerv1beta1.SamplecontrollerV1beta1Interface {
+	return c.samplecontrollerV1beta1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -92,6 +100,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.samplecontrollerV1beta1, err = samplecontrollerv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.samplecontrollerV1alpha1 = samplecontrollerv1alpha1.New(c)
+	cs.samplecontrollerV1beta1 = samplecontrollerv1beta1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

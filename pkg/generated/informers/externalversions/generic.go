@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	v1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -55,6 +56,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=samplecontroller.example.com, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("foos"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Samplecontroller().V1alpha1().Foos().Informer()}, nil
+
+		// Group=samplecontroller.example.com, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("foos"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Samplecontroller().V1beta1().Foos().Informer()}, nil
 
 	}
 

@@ -23,6 +23,8 @@ import (
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	samplecontrollerv1alpha1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1alpha1"
 	fakesamplecontrollerv1alpha1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1alpha1/fake"
+	samplecontrollerv1beta1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1beta1"
+	fakesamplecontrollerv1beta1 "example.com/foo-controller/pkg/generated/clientset/versioned/typed/samplecontroller/v1beta1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -139,4 +141,9 @@ var (
 // SamplecontrollerV1alpha1 retrieves the SamplecontrollerV1alpha1Client
 func (c *Clientset) SamplecontrollerV1alpha1() samplecontrollerv1alpha1.SamplecontrollerV1alpha1Interface {
 	return &fakesamplecontrollerv1alpha1.FakeSamplecontrollerV1alpha1{Fake: &c.Fake}
+}
+
+// SamplecontrollerV1beta1 retrieves the SamplecontrollerV1beta1Client
+func (c *Clientset) SamplecontrollerV1beta1() samplecontrollerv1beta1.SamplecontrollerV1beta1Interface {
+	return &fakesamplecontrollerv1beta1.FakeSamplecontrollerV1beta1{Fake: &c.Fake}
 }

@@ -20,6 +20,7 @@ package fake
 
 import (
 	samplecontrollerv1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplecontrollerv1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +33,7 @@ var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
 	samplecontrollerv1alpha1.AddToScheme,
+	samplecontrollerv1beta1.AddToScheme,
 }
 
 // AddToScheme adds all types of this clientset into the given scheme. This allows composition

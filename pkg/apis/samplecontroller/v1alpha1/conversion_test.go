@@ -1,0 +1,174 @@
+package v1alpha1_test
+
+import (
+	"encoding/json"
+	"math/rand"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"sigs.k8s.io/randfill"
+
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+)
+
+// newScheme holds both versions and the conversions between them, as the
+// conversion webhook's does.
+func newScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.Install, v1beta1.Install} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// filler fills every field of a Foo at random, the metadata as the API
+// server could hold it (apimachinery's fuzzer functions for ObjectMeta).
+func filler(s *runtime.Scheme, seed int64) *randfill.Filler {
+	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(seed), serializer.NewCodecFactory(s)).
+		Funcs(func(tm *metav1.TypeMeta, _ randfill.Continue) {}) // conversion leaves the kind to the caller
+}
+
+// roundTrip converts in to mid's version and back to out's, failing if
+// either conversion errs or changes what it was given.
+func roundTrip(t *testing.T, s *runtime.Scheme, in, mid, out runtime.Object) {
+	t.Helper()
+	before := in.DeepCopyObject()
+	if err := s.Convert(in, mid, nil); err != nil {
+		t.Fatalf("convert %T to %T: %v", in, mid, err)
+	}
+	if !apiequality.Semantic.DeepEqual(before, in) {
+		t.Fatalf("converting to %T changed its input:\n%s", mid, diff.Diff(before, in))
+	}
+	midBefore := mid.DeepCopyObject()
+	if err := s.Convert(mid, out, nil); err != nil {
+		t.Fatalf("convert %T to %T: %v", mid, out, err)
+	}
+	if !apiequality.Semantic.DeepEqual(midBefore, mid) {
+		t.Fatalf("converting to %T changed its input:\n%s", out, diff.Diff(midBefore, mid))
+	}
+	// Semantic equality takes a nil and an empty map or list for the
+	// same, as JSON with omitempty does: what a client reads.
+	if !apiequality.Semantic.DeepEqual(before, out) {
+		t.Fatalf("round trip through %T lost something:\n%s", mid, diff.Diff(before, out))
+	}
+}
+
+// FuzzRoundTripFromV1beta1: any v1beta1 Foo survives a trip through
+// v1alpha1, minReadySeconds (which v1alpha1 lacks) included: a v1alpha1
+// client's read-modify-write loses nothing.
+func FuzzRoundTripFromV1beta1(f *testing.F) {
+	for seed := range int64(1000) {
+		f.Add(seed)
+	}
+	s := newScheme(f)
+	f.Fuzz(func(t *testing.T, seed int64) {
+		in := &v1beta1.Foo{}
+		filler(s, seed).Fill(in)
+		// The annotation is the conversion's own: on a v1beta1 Foo it
+		// would be read back as v1beta1's fields (TestConversionExamples).
+		delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
+		roundTrip(t, s, in, &v1alpha1.Foo{}, &v1beta1.Foo{})
+	})
+}
+
+// FuzzRoundTripFromV1alpha1: any v1alpha1 Foo survives a trip through
+// v1beta1, whether it carries v1beta1's fields in the annotation (as
+// down-conversion writes it), an annotation of that name the conversion
+// cannot read, or none.
+func FuzzRoundTripFromV1alpha1(f *testing.F) {
+	for seed := range int64(1000) {
+		f.Add(seed)
+	}
+	s := newScheme(f)
+	f.Fuzz(func(t *testing.T, seed int64) {
+		in := &v1alpha1.Foo{}
+		fill := filler(s, seed)
+		fill.Fill(in)
+		var minReady int32
+		fill.Fill(&minReady)
+		switch seed % 3 {
+		case 0:
+			delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
+		case 1:
+			if minReady == 0 {
+				minReady = 1 // 0 is written as no annotation at all
+			}
+			raw, _ := json.Marshal(map[string]any{"deployment": map[string]any{"minReadySeconds": minReady}})
+			setAnnotation(in, string(raw))
+		case 2:
+			setAnnotation(in, "{not json")
+		}
+		roundTrip(t, s, in, &v1beta1.Foo{}, &v1alpha1.Foo{})
+	})
+}
+
+func setAnnotation(foo *v1alpha1.Foo, v string) {
+	if foo.Annotations == nil {
+		foo.Annotations = map[string]string{}
+	}
+	foo.Annotations[v1alpha1.V1beta1SpecAnnotation] = v
+}
+
+// TestConversionExamples: what each version reads of a Foo written in the
+// other, exactly, including the cases the round trips leave out.
+func TestConversionExamples(t *testing.T) {
+	s := newScheme(t)
+	for _, tc := range []struct {
+		name    string
+		from    string
+		in, out runtime.Object
+		want    string
+	}{{
+		name: "v1alpha1 to v1beta1: the spec moves under spec.deployment",
+		from: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"}},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3}}`,
+	}, {
+		name: "v1beta1 to v1alpha1: minReadySeconds kept in the annotation",
+		from: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}}}`,
+		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: the annotation read back and removed",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: an annotation it cannot read is kept, and sets nothing",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: an unknown field in the annotation is not read either",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1beta1 to v1alpha1: the annotation set on a v1beta1 Foo is overwritten",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":5}}}`,
+		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := json.Unmarshal([]byte(tc.from), tc.in); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Convert(tc.in, tc.out, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := json.Marshal(tc.out); string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

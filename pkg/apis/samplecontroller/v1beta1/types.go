@@ -1,0 +1,192 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Foo declares a Deployment that the foo-controller creates, keeps in the
+// declared shape, and reports on.
+//
+// The printer columns and the scale subresource name v1beta1's paths: each
+// version of a CRD has its own, read from the object in that version.
+//
+// Not served yet (served: false in the CRD): the API server serves it once
+// the conversion webhook that translates it to v1alpha1 is in place.
+//
+// +genclient
+// +kubebuilder:unservedversion
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=foos,singular=foo,shortName=foo,scope=Namespaced
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.deployment.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.deployment.replicas`
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.spec.deployment.containerPort`,priority=1
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Foo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state: the Deployment the user declares.
+	//
+	// +required
+	Spec FooSpec `json:"spec"`
+
+	// Status is the observed state, written only by the controller, through
+	// the status subresource; status.observedGeneration is 0 until the
+	// controller first reports. Its shape is v1alpha1's.
+	//
+	// +optional
+	// +kubebuilder:default={}
+	Status FooStatus `json:"status,omitempty"`
+}
+
+// DeletionPolicy says what happens to a Foo's Deployment when the Foo is deleted.
+//
+// +kubebuilder:validation:Enum=Delete;Orphan
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyDelete lets the garbage collector delete the Deployment
+	// with the Foo, through the Deployment's owner reference.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+	// DeletionPolicyOrphan keeps the Deployment: the controller holds a
+	// finalizer on the Foo and removes its owner reference from the
+	// Deployment before letting the Foo go.
+	DeletionPolicyOrphan DeletionPolicy = "Orphan"
+)
+
+// FooSpec is the desired state of a Foo.
+type FooSpec struct {
+	// Deployment is the Deployment the controller maintains.
+	//
+	// +required
+	Deployment DeploymentSpec `json:"deployment"`
+
+	// DeletionPolicy is what happens to the Deployment when the Foo is
+	// deleted: Delete (the default) or Orphan (keep it, without an owner).
+	//
+	// +optional
+	// +kubebuilder:default=Delete
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// DeploymentSpec is the Deployment a Foo declares.
+type DeploymentSpec struct {
+	// Name is the name of the Deployment, in the Foo's namespace (v1alpha1:
+	// spec.deploymentName). Changing it creates the new Deployment and
+	// deletes the old one.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Replicas is the desired number of pods. It is also the spec side of the
+	// scale subresource, so `kubectl scale` and a HorizontalPodAutoscaler can
+	// set it.
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image is the container image the Deployment's pods run. Required:
+	// v1alpha1's default (nginx:1.27) is gone.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S+$`
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith(':latest')",message="image must be pinned: the mutable ':latest' tag is not allowed"
+	Image string `json:"image"`
+
+	// ContainerPort is the TCP port the container listens on, declared in
+	// the pod template as the container port named "http". Unset: no port.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ContainerPort *int32 `json:"containerPort,omitempty"`
+
+	// PodLabels are extra labels on the pod template, beside the
+	// controller's own, which they may not override (see v1alpha1's
+	// spec.podLabels).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k].size() <= 63)",message="values must be at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!('samplecontroller.example.com/foo-uid' in self) && !('app.kubernetes.io/managed-by' in self)",message="the controller's own labels (samplecontroller.example.com/foo-uid, app.kubernetes.io/managed-by) may not be set"
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// MinReadySeconds is how long a new pod must be ready before it counts
+	// as available (the Deployment's spec.minReadySeconds). New in v1beta1:
+	// a v1alpha1 client sees it in the annotation
+	// samplecontroller.example.com/v1beta1-spec.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+}
+
+// FooStatus is the observed state of a Foo, written only by the controller.
+// It is v1alpha1's, field for field (see there).
+type FooStatus struct {
+	// ObservedGeneration is the metadata.generation this status describes.
+	//
+	// +optional
+	// +kubebuilder:default=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of pods the Deployment has (the status side of
+	// the scale subresource).
+	//
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// AvailableReplicas is the number of the Deployment's pods that are available.
+	//
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// ReadyReplicas is the number of the Deployment's pods that are ready.
+	//
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Selector is the label selector of the Deployment's pods, in string
+	// form, for the scale subresource.
+	//
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Conditions describe the Foo's state in the kstatus conventions
+	// (docs/conditions.md).
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// FooList is a list of Foos.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type FooList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the Foos in the list.
+	Items []Foo `json:"items"`
+}
