@@ -1,0 +1,153 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := v1alpha1.Install(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1beta1.Install(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const (
+	alphaFoo  = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27"},"status":{"observedGeneration":2}}`
+	betaFoo   = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27"}},"status":{"observedGeneration":2}}`
+	betaFoo2  = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"x":"y"}},"spec":{"deployment":{"name":"b","image":"nginx:1.29","minReadySeconds":9}},"status":{}}`
+	alphaFoo2 = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":9}}","x":"y"}},"spec":{"deploymentName":"b","image":"nginx:1.29"},"status":{}}`
+)
+
+func review(desired string, objects ...string) []byte {
+	req := &apiextensionsv1.ConversionRequest{UID: "r1", DesiredAPIVersion: desired}
+	for _, o := range objects {
+		req.Objects = append(req.Objects, runtime.RawExtension{Raw: []byte(o)})
+	}
+	b, _ := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request:  req,
+	})
+	return b
+}
+
+// TestConverterServesReviews: what the API server gets back for a review,
+// converted objects in order or one failure that names the object and why.
+func TestConverterServesReviews(t *testing.T) {
+	srv := httptest.NewServer(NewConverter(testScheme(t)))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		want    []string // converted objects, as JSON
+		failure string   // or the failure's message contains this
+	}{
+		{name: "v1alpha1 to v1beta1", body: review("samplecontroller.example.com/v1beta1", alphaFoo), want: []string{betaFoo}},
+		{name: "v1beta1 to v1alpha1", body: review("samplecontroller.example.com/v1alpha1", betaFoo), want: []string{alphaFoo}},
+		{name: "a list's objects, in order, v1beta1's own field kept", body: review("samplecontroller.example.com/v1alpha1", betaFoo, betaFoo2, betaFoo),
+			want: []string{alphaFoo, alphaFoo2, alphaFoo}},
+		{name: "mixed versions in, one version out", body: review("samplecontroller.example.com/v1beta1", alphaFoo, betaFoo2), want: []string{betaFoo, betaFoo2}},
+		{name: "no objects", body: review("samplecontroller.example.com/v1beta1"), want: []string{}},
+		{name: "a version the webhook does not know", body: review("samplecontroller.example.com/v2", alphaFoo),
+			failure: `object 1 of 1: Foo ns/a to samplecontroller.example.com/v2: no kind "Foo" is registered for version "samplecontroller.example.com/v2"`},
+		{name: "a kind the webhook does not know", body: review("samplecontroller.example.com/v1beta1", betaFoo, `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Bar","metadata":{"name":"x"}}`),
+			failure: `object 2 of 2: samplecontroller.example.com/v1alpha1, Kind=Bar: no kind "Bar" is registered`},
+		{name: "a field the webhook does not know is refused, not dropped", body: review("samplecontroller.example.com/v1beta1",
+			strings.Replace(alphaFoo, `"image":"nginx:1.27"`, `"image":"nginx:1.27","paused":true`, 1)),
+			failure: `object 1 of 1: Foo ns/a: unknown field "spec.paused" (is the webhook older than the CRD?)`},
+		{name: "an object that is not JSON", body: review("samplecontroller.example.com/v1beta1", `"x"`),
+			failure: "object 1 of 1: json: cannot unmarshal string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			var got apiextensionsv1.ConversionReview
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got.APIVersion != "apiextensions.k8s.io/v1" || got.Kind != "ConversionReview" || got.Response == nil || got.Response.UID != "r1" {
+				t.Fatalf("not a response to the review: %+v", got)
+			}
+			if tc.failure != "" {
+				if got.Response.Result.Status != metav1.StatusFailure || !strings.Contains(got.Response.Result.Message, tc.failure) || got.Response.ConvertedObjects != nil {
+					t.Fatalf("result %+v with %d objects, want a failure containing %q and none", got.Response.Result, len(got.Response.ConvertedObjects), tc.failure)
+				}
+				return
+			}
+			if got.Response.Result.Status != metav1.StatusSuccess {
+				t.Fatalf("result %+v", got.Response.Result)
+			}
+			var objs []string
+			same := len(got.Response.ConvertedObjects) == len(tc.want)
+			for i, o := range got.Response.ConvertedObjects {
+				objs = append(objs, string(o.Raw))
+				same = same && sameJSON(t, o.Raw, []byte(tc.want[i]))
+			}
+			if !same {
+				t.Errorf("converted\n%s\nwant\n%s", strings.Join(objs, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// sameJSON: a and b are the same JSON, whatever the order of the keys.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// TestConverterRefusesWhatIsNotAReview: HTTP errors for what the API
+// server never sends, so that a probe or a stray client learns so.
+func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
+	h := NewConverter(testScheme(t))
+	for _, tc := range []struct {
+		name, method, contentType, body string
+		code                            int
+	}{
+		{"GET", http.MethodGet, "", "", http.StatusMethodNotAllowed},
+		{"YAML", http.MethodPost, "application/yaml", string(review("samplecontroller.example.com/v1beta1")), http.StatusUnsupportedMediaType},
+		{"not JSON", http.MethodPost, "application/json", "{", http.StatusBadRequest},
+		{"a review without a request", http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest},
+		{"too big", http.MethodPost, "application/json", `{"request":{"objects":[` + strings.Repeat(" ", MaxReviewBytes) + `]}}`, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(tc.method, "/convert", strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", tc.contentType)
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Errorf("status %d (%s), want %d", rec.Code, strings.TrimSpace(rec.Body.String()), tc.code)
+			}
+		})
+	}
+}
