@@ -1,0 +1,272 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+)
+
+// The webhook's certificate is the controller's own: a CA it creates and
+// keeps in a Secret, a serving certificate signed by it, and the CA
+// injected into the CRD's conversion caBundle. No cert-manager to install
+// first, and the same code on the local control plane as in a cluster. The
+// Secret's keys:
+const (
+	// KeyCABundle: the CAs the API server is to trust, PEM, newest first.
+	// More than one only while a CA is replaced (Rotate).
+	KeyCABundle = "ca.crt"
+	// KeyCAKey: the newest CA's private key, PEM.
+	KeyCAKey = "ca.key"
+	// KeyCert and KeyKey: the serving certificate and its key, PEM (the
+	// keys of a kubernetes.io/tls Secret).
+	KeyCert = "tls.crt"
+	KeyKey  = "tls.key"
+)
+
+// Lifetimes. Each is replaced once two thirds of it have passed: a serving
+// certificate after some 8 months, signed by the same CA, which changes
+// nothing the API server trusts; a CA after some 6.7 years, in two steps
+// (Rotate).
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 365 * 24 * time.Hour
+)
+
+// Rotate returns the Secret's data as it should be at now, for a webhook
+// reached at hosts (DNS names or IP addresses), given injected, the CAs the
+// CRD's caBundle holds now. why is empty when data is right as it is;
+// otherwise it says what changed, for the log.
+//
+// A CA is replaced in two steps, so that the API server never meets a
+// certificate it does not trust: first the new CA joins the bundle beside
+// the old, and the serving certificate stays; only once the CRD's caBundle
+// holds the new CA is the serving certificate re-issued by it. An expired
+// CA leaves the bundle.
+func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Time) (next map[string][]byte, why string, err error) {
+	cas, caKey := currentCA(data)
+	var whys []string
+	if cas == nil || !fresh(cas[0], now) {
+		ca, key, err := newCA(now)
+		if err != nil {
+			return nil, "", err
+		}
+		whys = append(whys, "a new CA")
+		cas, caKey = append([]*x509.Certificate{ca}, cas...), key
+	}
+	kept := cas[:1]
+	for _, ca := range cas[1:] {
+		if now.Before(ca.NotAfter) {
+			kept = append(kept, ca)
+		}
+	}
+	if len(kept) < len(cas) {
+		whys = append(whys, "an expired CA removed")
+	}
+	cas = kept
+
+	cert, certKey := data[KeyCert], data[KeyKey]
+	if reason := reissue(cert, certKey, cas, trusts(injected, cas[0]), hosts, now); reason != "" {
+		if cert, certKey, err = issue(cas[0], caKey, hosts, now); err != nil {
+			return nil, "", err
+		}
+		whys = append(whys, "the serving certificate re-issued: "+reason)
+	}
+	if len(whys) == 0 {
+		return data, "", nil
+	}
+	bundle, err := certutil.EncodeCertificates(cas...)
+	if err != nil {
+		return nil, "", err
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(caKey)
+	if err != nil {
+		return nil, "", err
+	}
+	return map[string][]byte{KeyCABundle: bundle, KeyCAKey: keyPEM, KeyCert: cert, KeyKey: certKey}, joinWhy(whys), nil
+}
+
+func joinWhy(whys []string) string {
+	var b bytes.Buffer
+	for i, w := range whys {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+// currentCA reads the bundle and the newest CA's key; nil if either is
+// unreadable or they do not belong together: a new CA is made then.
+func currentCA(data map[string][]byte) ([]*x509.Certificate, crypto.Signer) {
+	cas, err := certutil.ParseCertsPEM(data[KeyCABundle])
+	if err != nil || len(cas) == 0 || !cas[0].IsCA {
+		return nil, nil
+	}
+	k, err := keyutil.ParsePrivateKeyPEM(data[KeyCAKey])
+	if err != nil {
+		return nil, nil
+	}
+	key, ok := k.(crypto.Signer)
+	if !ok || !samePublicKey(key.Public(), cas[0].PublicKey) {
+		return nil, nil
+	}
+	return cas, key
+}
+
+func samePublicKey(a, b crypto.PublicKey) bool {
+	eq, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && eq.Equal(b)
+}
+
+// fresh: less than two thirds of cert's lifetime have passed.
+func fresh(cert *x509.Certificate, now time.Time) bool {
+	life := cert.NotAfter.Sub(cert.NotBefore)
+	return now.Before(cert.NotBefore.Add(life * 2 / 3))
+}
+
+// trusts: the injected bundle holds ca.
+func trusts(injected []byte, ca *x509.Certificate) bool {
+	cas, err := certutil.ParseCertsPEM(injected)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(cas, func(c *x509.Certificate) bool { return c.Equal(ca) })
+}
+
+// reissue says why the serving certificate must be issued again, or "".
+// A certificate that is broken already (unreadable, for other hosts,
+// expired, signed by no CA of the bundle) is re-issued at once. One that
+// is only due (two thirds of its life passed, or signed by a CA that is
+// being replaced) waits until the CRD trusts the newest CA, which signs
+// the new one: a third of its life, some 4 months, for the caBundle to be
+// injected.
+func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool, hosts []string, now time.Time) string {
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil || len(certs) == 0 {
+		return "none readable"
+	}
+	cert := certs[0]
+	k, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+	if key, ok := k.(crypto.Signer); err != nil || !ok || !samePublicKey(key.Public(), cert.PublicKey) {
+		return "its key does not match"
+	}
+	if !slices.Equal(sortedHosts(cert), sorted(hosts)) {
+		return fmt.Sprintf("for %v, wanted for %v", sortedHosts(cert), sorted(hosts))
+	}
+	if !now.Before(cert.NotAfter) {
+		return "expired"
+	}
+	signer := slices.IndexFunc(cas, func(ca *x509.Certificate) bool { return cert.CheckSignatureFrom(ca) == nil })
+	switch {
+	case signer < 0:
+		return "not signed by a CA of the bundle"
+	case !newestTrusted:
+		return ""
+	case signer > 0:
+		return "the CRD trusts the new CA"
+	case !fresh(cert, now):
+		return "two thirds of its lifetime passed"
+	}
+	return ""
+}
+
+func sortedHosts(cert *x509.Certificate) []string {
+	hosts := slices.Clone(cert.DNSNames)
+	for _, ip := range cert.IPAddresses {
+		hosts = append(hosts, ip.String())
+	}
+	return sorted(hosts)
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
+
+func serial() (*big.Int, error) { return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)) }
+
+func newCA(now time.Time) (*x509.Certificate, crypto.Signer, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          sn,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("foo-controller-webhook-ca@%d", now.Unix())},
+		NotBefore:             now.Add(-time.Hour), // a clock a little behind still accepts it
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+func issue(ca *x509.Certificate, caKey crypto.Signer, hosts []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("a serving certificate needs a host")
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(CertValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range sorted(hosts) {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM, err = certutil.EncodeCertificates(cert)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key)
+	return certPEM, keyPEM, err
+}

@@ -1,0 +1,152 @@
+package webhook
+
+import (
+	"crypto/x509"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+)
+
+var (
+	t0    = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	hosts = []string{"foo-controller-webhook.foo-system.svc", "127.0.0.1"}
+)
+
+// verify fails t unless data's serving certificate is one a client that
+// trusts the bundle injected accepts for every host at now.
+func verify(t *testing.T, data map[string][]byte, injected []byte, hosts []string, now time.Time) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(injected) {
+		t.Fatalf("%s: nothing injected", now.Format(time.DateOnly))
+	}
+	certs, err := certutil.ParseCertsPEM(data[KeyCert])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: h, CurrentTime: now}); err != nil {
+			t.Fatalf("%s: the serving certificate, for %s, not trusted: %v", now.Format(time.DateOnly), h, err)
+		}
+	}
+}
+
+func rotate(t *testing.T, data map[string][]byte, injected []byte, hosts []string, now time.Time) (map[string][]byte, string) {
+	t.Helper()
+	next, why, err := Rotate(data, injected, hosts, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next, why
+}
+
+// TestRotateFromNothing: an empty Secret gets a CA and a serving
+// certificate for every host, and a second look changes nothing (no write).
+func TestRotateFromNothing(t *testing.T) {
+	data, why := rotate(t, nil, nil, hosts, t0)
+	if !strings.Contains(why, "a new CA") || !strings.Contains(why, "re-issued: none readable") {
+		t.Errorf("why = %q", why)
+	}
+	verify(t, data, data[KeyCABundle], hosts, t0)
+	// An API server whose clock is a little behind accepts it too.
+	verify(t, data, data[KeyCABundle], hosts, t0.Add(-30*time.Minute))
+	again, why := rotate(t, data, data[KeyCABundle], hosts, t0.Add(time.Hour))
+	if why != "" || !maps.EqualFunc(again, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Errorf("changed again: %q", why)
+	}
+}
+
+// TestRotateRepairs: what is broken in the Secret is replaced, only it.
+func TestRotateRepairs(t *testing.T) {
+	data, _ := rotate(t, nil, nil, hosts, t0)
+	other, _ := rotate(t, nil, nil, hosts, t0)
+	for _, tc := range []struct {
+		name   string
+		edit   func(map[string][]byte)
+		hosts  []string
+		why    string
+		sameCA bool
+		// at: how long after t0 it is looked at (default an hour);
+		// untrusted: the CRD's caBundle is empty.
+		at        time.Duration
+		untrusted bool
+	}{
+		{name: "certificate unreadable", edit: func(d map[string][]byte) { d[KeyCert] = []byte("x") }, why: "none readable", sameCA: true},
+		{name: "certificate of another key", edit: func(d map[string][]byte) { d[KeyKey] = other[KeyKey] }, why: "its key does not match", sameCA: true},
+		{name: "certificate of another CA", edit: func(d map[string][]byte) { d[KeyCert], d[KeyKey] = other[KeyCert], other[KeyKey] }, why: "not signed by a CA of the bundle", sameCA: true},
+		{name: "another host", hosts: []string{"foo.example.svc"}, why: "for [127.0.0.1 foo-controller-webhook.foo-system.svc], wanted for [foo.example.svc]", sameCA: true},
+		{name: "expired, the CRD trusting nothing", at: CertValidity + time.Hour, untrusted: true, why: "re-issued: expired", sameCA: true},
+		{name: "due, the CRD trusting the CA", at: CertValidity * 2 / 3, why: "re-issued: two thirds of its lifetime passed", sameCA: true},
+		{name: "due, the CRD trusting nothing: kept", at: CertValidity * 2 / 3, untrusted: true, why: "", sameCA: true},
+		{name: "CA key lost", edit: func(d map[string][]byte) { delete(d, KeyCAKey) }, why: "a new CA"},
+		{name: "CA key of another CA", edit: func(d map[string][]byte) { d[KeyCAKey] = other[KeyCAKey] }, why: "a new CA"},
+		{name: "bundle unreadable", edit: func(d map[string][]byte) {
+			d[KeyCABundle] = []byte("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+		}, why: "a new CA"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := maps.Clone(data)
+			if tc.edit != nil {
+				tc.edit(d)
+			}
+			h := hosts
+			if tc.hosts != nil {
+				h = tc.hosts
+			}
+			at, injected := t0.Add(time.Hour), data[KeyCABundle]
+			if tc.at != 0 {
+				at = t0.Add(tc.at)
+			}
+			if tc.untrusted {
+				injected = nil
+			}
+			next, why := rotate(t, d, injected, h, at)
+			if !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Errorf("why = %q, want it to say %q", why, tc.why)
+			}
+			if same := string(next[KeyCABundle]) == string(data[KeyCABundle]); same != tc.sameCA {
+				t.Errorf("bundle kept: %v, want %v", same, tc.sameCA)
+			}
+			if tc.why != "" {
+				verify(t, next, next[KeyCABundle], h, at)
+			}
+		})
+	}
+}
+
+// TestRotateNeverServesAnUntrustedCertificate: 30 years of a Secret looked
+// at every 10 days, and of a CRD whose caBundle is injected from the Secret
+// one look late. At every look the serving certificate is trusted by the
+// caBundle the API server holds then, across three CAs; the serving
+// certificate is renewed before it expires; the bundle never holds more
+// than two CAs.
+func TestRotateNeverServesAnUntrustedCertificate(t *testing.T) {
+	data, _ := rotate(t, nil, nil, hosts, t0)
+	injected := data[KeyCABundle]
+	var newCAs, reissued int
+	for now := t0; now.Before(t0.Add(30 * 365 * 24 * time.Hour)); now = now.Add(10 * 24 * time.Hour) {
+		next, why := rotate(t, data, injected, hosts, now)
+		if strings.Contains(why, "a new CA") {
+			newCAs++
+		}
+		if strings.Contains(why, "re-issued") {
+			reissued++
+			if strings.Contains(why, "expired") || strings.Contains(why, "not signed") {
+				t.Fatalf("%s: %s", now.Format(time.DateOnly), why)
+			}
+		}
+		verify(t, next, injected, hosts, now)
+		if cas, _ := certutil.ParseCertsPEM(next[KeyCABundle]); len(cas) > 2 {
+			t.Fatalf("%s: %d CAs in the bundle", now.Format(time.DateOnly), len(cas))
+		}
+		injected, data = data[KeyCABundle], next // the injector acts on what it saw last time
+	}
+	// 30 years: CAs renewed at 6.7 and 13.3 and 20 and 26.7 years; serving
+	// certificates every 8 months or so.
+	if newCAs != 4 || reissued < 40 || reissued > 50 {
+		t.Errorf("%d new CAs, %d serving certificates re-issued", newCAs, reissued)
+	}
+}
