@@ -1,0 +1,250 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	applyv1alpha1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
+	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/webhook"
+)
+
+const fooCRD = "foos.samplecontroller.example.com"
+
+// conversionWebhook runs the webhook (pkg/webhook: its certificate keeper
+// and its TLS server) in the test process on an ephemeral port of
+// 127.0.0.1, and returns its URL, the function that stops it, and a
+// second keeper of the same Secret started at the same moment, as another
+// replica's would be.
+func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url string, stop func(), other *webhook.Keeper) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := samplev1alpha1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := samplev1beta1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
+		Secret: types.NamespacedName{Namespace: secretNamespace, Name: "foo-controller-webhook-cert"}}
+	other = &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: keeper.CRD, Hosts: keeper.Hosts, Secret: keeper.Secret}
+	ctx, cancel := context.WithCancel(s.ctx)
+	kept, otherKept, served := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { kept <- keeper.Run(ctx) }()
+	go func() { otherKept <- other.Run(ctx) }()
+	go func() { served <- webhook.Serve(ctx, lis, webhook.NewConverter(scheme), keeper.GetCertificate) }()
+	stop = func() {
+		cancel()
+		for _, ch := range []chan error{kept, otherKept, served} {
+			if err := <-ch; err != nil {
+				t.Errorf("webhook: %v", err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			stop()
+		}
+	})
+	return "https://" + lis.Addr().String() + webhook.Path, stop, other
+}
+
+// serveV1beta1 patches the CRD as a release serving both versions would
+// declare it: v1beta1 served, conversion through the webhook at url, no
+// caBundle (the keeper injects it). The stored version stays v1alpha1.
+func serveV1beta1(t *testing.T, s *scenario, url string) {
+	t.Helper()
+	crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	var patch []map[string]any
+	for i, v := range versions {
+		if v.(map[string]any)["name"] == "v1beta1" {
+			patch = append(patch, map[string]any{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", i), "value": true})
+		}
+	}
+	patch = append(patch, map[string]any{"op": "add", "path": "/spec/conversion", "value": map[string]any{
+		"strategy": "Webhook",
+		"webhook":  map[string]any{"conversionReviewVersions": []string{"v1"}, "clientConfig": map[string]any{"url": url}},
+	}})
+	body, _ := json.Marshal(patch)
+	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConversionWebhook: with v1beta1 served beside v1alpha1 through the
+// webhook on a real API server, a Foo written in either version reads in
+// the other, v1beta1's own field survives a v1alpha1 client's
+// read-modify-write, two replicas' keepers agree on one certificate,
+// server-side apply from both versions tracks one set
+// of owners, the scale subresource and printer columns follow each
+// version's paths; with the webhook down, only the other version fails,
+// and nothing stored changes.
+func TestConversionWebhook(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{})
+	s := newScenarioOn(t, cl)
+	url, stop, other := conversionWebhook(t, s, s.ns)
+	serveV1beta1(t, s, url)
+
+	// The keeper creates the Secret and injects its CA into the CRD.
+	s.eventually(30*time.Second, "the CA bundle injected", func() (bool, string) {
+		secret, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		b64, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		return secret.Type == corev1.SecretTypeTLS && b64 == base64.StdEncoding.EncodeToString(secret.Data[webhook.KeyCABundle]),
+			fmt.Sprintf("Secret of type %s, caBundle of %d characters", secret.Type, len(b64))
+	})
+	// The other replica's keeper, started at the same moment, serves the
+	// Secret's certificate too: one of them created it, the other took it.
+	secret, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(10*time.Second, "the other replica serving the Secret's certificate", func() (bool, string) {
+		c, err := other.GetCertificate(nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		want, _ := tls.X509KeyPair(secret.Data[webhook.KeyCert], secret.Data[webhook.KeyKey])
+		return bytes.Equal(c.Certificate[0], want.Certificate[0]), "another certificate"
+	})
+
+	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
+	s.eventually(30*time.Second, "v1beta1 served", func() (bool, string) {
+		_, err := beta.List(s.ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Written in v1alpha1, read in v1beta1.
+	s.createFoo(newFoo("a", "web-a", 2))
+	got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Spec.Deployment; d.Name != "web-a" || ptr.Deref(d.Replicas, 0) != 2 || d.Image != "nginx:1.27" {
+		t.Fatalf("v1beta1 reads spec.deployment %+v", d)
+	}
+
+	// v1beta1's own field, through a v1alpha1 client's read-modify-write.
+	got.Spec.Deployment.MinReadySeconds = 30
+	if _, err := beta.Update(s.ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := old.Annotations[samplev1alpha1.V1beta1SpecAnnotation]; a != `{"deployment":{"minReadySeconds":30}}` {
+		t.Fatalf("v1alpha1 reads the annotation %q", a)
+	}
+	old.Spec.Replicas = ptr.To[int32](3)
+	if _, err := alpha.Update(s.ctx, old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = beta.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Spec.Deployment; d.MinReadySeconds != 30 || ptr.Deref(d.Replicas, 0) != 3 {
+		t.Fatalf("after a v1alpha1 update: spec.deployment %+v", d)
+	}
+
+	// Server-side apply from both versions on one object: one set of owners.
+	if _, err := beta.Apply(s.ctx, applyv1beta1.Foo("b", s.ns).WithSpec(applyv1beta1.FooSpec().
+		WithDeployment(applyv1beta1.DeploymentSpec().WithName("web-b").WithImage("nginx:1.29").WithReplicas(1))),
+		metav1.ApplyOptions{FieldManager: "team-beta"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alpha.Apply(s.ctx, applyv1alpha1.Foo("b", s.ns).WithSpec(applyv1alpha1.FooSpec().
+		WithDeploymentName("web-b").WithContainerPort(8080)), metav1.ApplyOptions{FieldManager: "team-alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = alpha.Apply(s.ctx, applyv1alpha1.Foo("b", s.ns).WithSpec(applyv1alpha1.FooSpec().
+		WithDeploymentName("web-b").WithReplicas(5)), metav1.ApplyOptions{FieldManager: "team-alpha"})
+	if err == nil || !strings.Contains(err.Error(), `conflict with "team-beta"`) {
+		t.Fatalf("v1alpha1 apply of replicas owned through v1beta1: %v, want a conflict with team-beta", err)
+	}
+	if got, err = beta.Get(s.ctx, "b", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.Spec.Deployment; d.Image != "nginx:1.29" || ptr.Deref(d.ContainerPort, 0) != 8080 || ptr.Deref(d.Replicas, 0) != 1 {
+		t.Fatalf("after applies from both versions: spec.deployment %+v", d)
+	}
+
+	// The scale subresource and the printer columns, per version.
+	scale, err := s.dyn.Resource(schema.GroupVersionResource{Group: "samplecontroller.example.com", Version: "v1beta1", Resource: "foos"}).
+		Namespace(s.ns).Get(s.ctx, "a", metav1.GetOptions{}, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas"); r != 3 {
+		t.Fatalf("v1beta1 scale: spec.replicas %d, want 3", r)
+	}
+	for _, version := range []string{"v1alpha1", "v1beta1"} {
+		out, err := s.kubectl("get", "foos."+version+".samplecontroller.example.com", "a", "-o", "custom-columns=X:.apiVersion", "--no-headers")
+		if err != nil || strings.TrimSpace(out) != "samplecontroller.example.com/"+version {
+			t.Fatalf("kubectl get in %s: %q, %v", version, out, err)
+		}
+		out, err = s.kubectl("get", "foos."+version+".samplecontroller.example.com", "a")
+		if err != nil || !strings.Contains(out, "DEPLOYMENT") || !strings.Contains(out, "web-a") {
+			t.Fatalf("kubectl get in %s, the printer columns:\n%s (%v)", version, out, err)
+		}
+	}
+
+	// The webhook down: the stored version still reads and writes; the
+	// other fails with the API server's message; nothing is rewritten.
+	before, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	_, err = beta.Get(s.ctx, "a", metav1.GetOptions{})
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("v1beta1 read with the webhook down: %v, want the API server's conversion webhook error", err)
+	}
+	t.Logf("a v1beta1 read with the webhook down: %v", err)
+	after, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("v1alpha1 read with the webhook down: %v", err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("the stored Foo changed while the webhook was down: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+	}
+	// The two keepers wrote the Secret once between them.
+	if now, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, secret.Name, metav1.GetOptions{}); err != nil || now.ResourceVersion != secret.ResourceVersion {
+		t.Fatalf("the Secret was written again (%v)", err)
+	}
+}

@@ -1,0 +1,255 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// CRDs is the resource of CustomResourceDefinitions, read and patched
+// through the dynamic client: the keeper touches one field of one CRD, not
+// worth a clientset of its own.
+var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// Keeper keeps the webhook's certificate: it brings the Secret to what
+// Rotate says, injects the Secret's CA bundle into the CRD's conversion
+// webhook, and hands the Secret's serving certificate to TLS handshakes
+// (GetCertificate). It is the controller pattern once more, on one key: two
+// informers, each on one object, feed a workqueue whose worker runs sync.
+//
+// Every replica runs one, leader or not: the webhook must be served
+// before any replica's informers can list Foos stored in the other
+// version. They write the same Secret under its resourceVersion, so one
+// wins and the others re-read.
+type Keeper struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Secret is where the CA and the serving certificate are kept.
+	Secret types.NamespacedName
+	// CRD is the name of the CustomResourceDefinition whose conversion
+	// webhook this serves; its caBundle is kept equal to the Secret's.
+	CRD string
+	// Hosts are the names (or IP addresses) the API server reaches the
+	// webhook at: the Service's DNS name in a cluster, 127.0.0.1 locally.
+	Hosts []string
+	// Every is how often the certificate is looked at without a change of
+	// the Secret or the CRD, for its age (default an hour).
+	Every time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	cert atomic.Pointer[served]
+}
+
+// served is the certificate handshakes get, with the PEM it was read from.
+type served struct {
+	certPEM, keyPEM []byte
+	pair            tls.Certificate
+}
+
+const key = "certificate"
+
+// GetCertificate is for tls.Config: the serving certificate last read
+// from the Secret, or an error before there is one (the handshake fails,
+// and the API server reports the webhook unreachable).
+func (k *Keeper) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := k.cert.Load(); c != nil {
+		return &c.pair, nil
+	}
+	return nil, errors.New("no serving certificate yet")
+}
+
+// Run keeps the certificate until ctx ends.
+func (k *Keeper) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("secret", k.Secret, "crd", k.CRD)
+	if k.Every <= 0 {
+		k.Every = time.Hour
+	}
+	if k.Now == nil {
+		k.Now = time.Now
+	}
+	secretSel := fields.OneTermEqualSelector("metadata.name", k.Secret.Name).String()
+	secrets := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = secretSel
+			return k.Kube.CoreV1().Secrets(k.Secret.Namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = secretSel
+			return k.Kube.CoreV1().Secrets(k.Secret.Namespace).Watch(ctx, o)
+		},
+	}, &corev1.Secret{}, 0, cache.Indexers{})
+	crdSel := fields.OneTermEqualSelector("metadata.name", k.CRD).String()
+	crds := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = crdSel
+			return k.Dynamic.Resource(CRDs).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = crdSel
+			return k.Dynamic.Resource(CRDs).Watch(ctx, o)
+		},
+	}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "webhook-certificate"})
+	defer queue.ShutDown()
+	enqueue := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { queue.Add(key) },
+		UpdateFunc: func(any, any) { queue.Add(key) },
+		DeleteFunc: func(any) { queue.Add(key) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{secrets, crds} {
+		if _, err := inf.AddEventHandler(enqueue); err != nil {
+			return err
+		}
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), secrets.HasSynced, crds.HasSynced) {
+		return ctx.Err()
+	}
+	queue.Add(key)
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	for {
+		item, shutdown := queue.Get()
+		if shutdown {
+			return nil
+		}
+		err := k.sync(klog.NewContext(ctx, logger), secrets.GetStore(), crds.GetStore())
+		switch {
+		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
+			// Another replica wrote the Secret since the cache saw it: its
+			// certificate is as good as ours, read it when it arrives.
+			logger.Info("Another replica wrote the webhook certificate first; taking theirs")
+			queue.AddRateLimited(item)
+		case err != nil:
+			logger.Error(err, "Keeping the webhook certificate failed; retrying")
+			queue.AddRateLimited(item)
+		default:
+			queue.Forget(item)
+			queue.AddAfter(item, k.Every)
+		}
+		queue.Done(item)
+	}
+}
+
+// sync brings the Secret and the CRD's caBundle to what they should be,
+// and serves the Secret's certificate. It writes nothing when both are
+// right.
+func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
+	logger := klog.FromContext(ctx)
+	var secret *corev1.Secret
+	if obj, ok, err := secrets.GetByKey(k.Secret.String()); err != nil {
+		return err
+	} else if ok {
+		secret = obj.(*corev1.Secret)
+	}
+	var crd *unstructured.Unstructured
+	if obj, ok, err := crds.GetByKey(k.CRD); err != nil {
+		return err
+	} else if ok {
+		crd = obj.(*unstructured.Unstructured)
+	}
+	injected, webhook := caBundleOf(crd)
+
+	var data map[string][]byte
+	if secret != nil {
+		data = secret.Data
+	}
+	next, why, err := Rotate(data, injected, k.Hosts, k.Now())
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		if err := k.writeSecret(ctx, secret, next); err != nil {
+			return err
+		}
+		logger.Info("Webhook certificate updated", "why", why, "hosts", k.Hosts)
+		data = next
+	}
+	if err := k.serve(data); err != nil {
+		return err
+	}
+	if !webhook || bytes.Equal(injected, data[KeyCABundle]) {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"spec":{"conversion":{"webhook":{"clientConfig":{"caBundle":%q}}}}}`,
+		base64.StdEncoding.EncodeToString(data[KeyCABundle]))
+	if _, err := k.Dynamic.Resource(CRDs).Patch(ctx, k.CRD, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("injecting the CA bundle into CRD %s: %w", k.CRD, err)
+	}
+	logger.Info("CA bundle injected into the CRD's conversion webhook")
+	return nil
+}
+
+// caBundleOf is the CRD's conversion caBundle, decoded, and whether the
+// CRD converts through a webhook at all (without one there is nothing to
+// inject: the CRD's manifest declares the webhook, the keeper only keeps
+// its trust).
+func caBundleOf(crd *unstructured.Unstructured) ([]byte, bool) {
+	if crd == nil {
+		return nil, false
+	}
+	if s, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "strategy"); s != "Webhook" {
+		return nil, false
+	}
+	b64, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, true
+	}
+	return b, true
+}
+
+func (k *Keeper) writeSecret(ctx context.Context, secret *corev1.Secret, data map[string][]byte) error {
+	secrets := k.Kube.CoreV1().Secrets(k.Secret.Namespace)
+	if secret == nil {
+		_, err := secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: k.Secret.Name, Namespace: k.Secret.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/managed-by": "foo-controller"}},
+			Type: corev1.SecretTypeTLS,
+			Data: data,
+		}, metav1.CreateOptions{})
+		return err
+	}
+	updated := secret.DeepCopy() // the cache's copy is never changed
+	updated.Data = data
+	_, err := secrets.Update(ctx, updated, metav1.UpdateOptions{})
+	return err
+}
+
+// serve makes data's serving certificate the one handshakes get.
+func (k *Keeper) serve(data map[string][]byte) error {
+	if c := k.cert.Load(); c != nil && bytes.Equal(c.certPEM, data[KeyCert]) && bytes.Equal(c.keyPEM, data[KeyKey]) {
+		return nil
+	}
+	pair, err := tls.X509KeyPair(data[KeyCert], data[KeyKey])
+	if err != nil {
+		return fmt.Errorf("the Secret's serving certificate: %w", err)
+	}
+	k.cert.Store(&served{certPEM: data[KeyCert], keyPEM: data[KeyKey], pair: pair})
+	return nil
+}
