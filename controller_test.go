@@ -475,6 +475,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"-shard-slots=16", "-namespace=team-a"},
 		{"-shard-slots=16", "-shard-rebalance-skew=1.1"}, {"-shard-slots=16", "-shard-rebalance-skew=-1"},
 		{"-shard-slots=16", "-shard-rebalance-interval=-1s"},
+		{"-webhook-hosts= , "},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted it", args)
@@ -486,6 +487,11 @@ func TestBadFlagsAreRefused(t *testing.T) {
 	o, err := parseFlags([]string{"-shard-slots=16"})
 	if err != nil || o.shardRebalance.Skew != 1.5 || o.shardRebalance.MinLoad != 160 || o.shardEvery != time.Minute {
 		t.Errorf("parseFlags(-shard-slots=16): %+v, every %v, %v; want skew 1.5, min load 160, every 1m", o.shardRebalance, o.shardEvery, err)
+	}
+	// The conversion webhook: off until the shipped CRD serves v1beta1
+	// through it; its hosts default by where the controller runs.
+	if o.webhookAddr != "0" || o.webhookSecret != "foo-controller-webhook-cert" || o.webhookHosts != nil {
+		t.Errorf("webhook flags by default: %q, %q, %q", o.webhookAddr, o.webhookSecret, o.webhookHosts)
 	}
 	// Sharding one namespace would put it all in one slot: the refusal
 	// says so, and what to run instead.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +35,13 @@ type options struct {
 
 	metricsAddr string
 	probeAddr   string
-	profiling   bool
-	logging     *logsapi.LoggingConfiguration
+
+	webhookAddr   string
+	webhookSecret string
+	webhookHosts  []string
+
+	profiling bool
+	logging   *logsapi.LoggingConfiguration
 
 	printVersion bool
 }
@@ -80,6 +86,23 @@ func parseFlags(args []string) (options, error) {
 		"With -shard-slots: the least time between two re-cuts of the slot boundaries (the first, from equal ranges, waits only for the load to be known).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
+	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0",
+		`Address to serve the CRD conversion webhook on (HTTPS, path /convert; docs/evolving-the-api.md), e.g. ":9443". Every replica serves it, leader or not. "0" (the default, until the shipped CRD serves v1beta1 through it) disables it.`)
+	fs.StringVar(&o.webhookSecret, "webhook-secret", "foo-controller-webhook-cert",
+		"Secret, in the -leader-elect-namespace, holding the webhook's CA and serving certificate: created, renewed, and injected into the CRD's conversion caBundle by the controller.")
+	fs.Func("webhook-hosts", "Comma-separated names or IP addresses the API server reaches the webhook at; its certificate is issued for them. Default: foo-controller-webhook.NAMESPACE.svc in a cluster, 127.0.0.1,localhost outside one.",
+		func(v string) error {
+			o.webhookHosts = nil
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					o.webhookHosts = append(o.webhookHosts, h)
+				}
+			}
+			if len(o.webhookHosts) == 0 {
+				return errors.New("no host given")
+			}
+			return nil
+		})
 	fs.BoolVar(&o.profiling, "profiling", false, "Serve Go's profiles (/debug/pprof/) beside /metrics, to measure memory and CPU at scale.")
 	fs.BoolVar(&o.printVersion, "version", false, "Print the version and the commit this binary was built from, and exit.")
 	fs.SetOutput(io.Discard) // errors are reported once by main, not with the usage text

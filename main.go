@@ -88,7 +88,7 @@ func signalContext(parent context.Context) context.Context {
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
 // the start-up checks in startup.go, leader election and sharding in ha.go
-// and sharded.go.
+// and sharded.go, the conversion webhook in webhook.go.
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := readBuild()
@@ -120,6 +120,9 @@ func run(ctx context.Context, o options) (err error) {
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
 	var ready atomic.Pointer[func() error]
 	if err := serveProbes(ctx, o, electionHealth, member, &ready); err != nil {
+		return err
+	}
+	if err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace); err != nil {
 		return err
 	}
 	if err := checkAPI(ctx, cs.config, o.namespace, apiStartupWait); err != nil {

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
@@ -246,5 +249,57 @@ func TestConversionWebhook(t *testing.T) {
 	// The two keepers wrote the Secret once between them.
 	if now, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, secret.Name, metav1.GetOptions{}); err != nil || now.ResourceVersion != secret.ResourceVersion {
 		t.Fatalf("the Secret was written again (%v)", err)
+	}
+}
+
+// TestConversionWebhookServedByTheController: the controller binary, given
+// -webhook-bind-address, serves the webhook and keeps its certificate
+// (issued for 127.0.0.1 and localhost outside a cluster) in the Secret of
+// its leader election namespace; with v1beta1 served through it, Foos
+// converge as before and read in both versions; once the controller has
+// stopped, only the version not stored fails.
+func TestConversionWebhookServedByTheController(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{})
+	s := newScenarioOn(t, cl)
+	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
+	var addr string
+	s.eventually(30*time.Second, "the webhook served", func() (bool, string) {
+		for _, l := range ctrl.logLines("Serving the conversion webhook") {
+			if m := regexp.MustCompile(`address="([^"]+)"`).FindStringSubmatch(l); m != nil {
+				addr = m[1]
+				return true, ""
+			}
+		}
+		return false, "no log line"
+	})
+	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	secret, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := certutil.ParseCertsPEM(secret.Data[webhook.KeyCert])
+	if err != nil || len(certs) != 1 || !slices.Equal(certs[0].DNSNames, []string{"localhost"}) || len(certs[0].IPAddresses) != 1 || certs[0].IPAddresses[0].String() != "127.0.0.1" {
+		t.Fatalf("the serving certificate: %v, %v", certs, err)
+	}
+
+	s.createFoo(newFoo("a", "web-a", 1))
+	s.waitConverged("a", time.Minute)
+	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
+		got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Spec.Deployment.Name == "web-a", fmt.Sprintf("spec %+v", got.Spec)
+	})
+
+	if err := ctrl.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("v1beta1 read with the controller stopped: %v", err)
+	}
+	if _, err := s.getFoo("a"); err != nil {
+		t.Fatalf("v1alpha1 read with the controller stopped: %v", err)
 	}
 }
