@@ -79,6 +79,10 @@ local-down: ## Stop the local control plane.
 bench: ## Measure the controller on the local control plane (see docs/performance.md).
 	go run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-conversion
+bench-conversion: ## The conversion webhook's cost per Foo, each way (no cluster; seconds).
+	go test -run '^$$' -bench Convert -count 5 ./pkg/webhook/
+
 .PHONY: bench-cache
 bench-cache: ## Bytes one Foo and one Deployment cost in the informer caches (no cluster; seconds).
 	go test -run '^$$' -bench CachedBytes ./pkg/cachetrim/

@@ -23,12 +23,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	applyv1alpha1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/webhook"
 )
 
@@ -113,6 +115,7 @@ func serveV1beta1(t *testing.T, s *scenario, url string) {
 func TestConversionWebhook(t *testing.T) {
 	cl := privateCluster(t, clusterOptions{})
 	s := newScenarioOn(t, cl)
+	metrics.Register("test", "")
 	url, stop, other := conversionWebhook(t, s, s.ns)
 	serveV1beta1(t, s, url)
 
@@ -144,6 +147,11 @@ func TestConversionWebhook(t *testing.T) {
 		want, _ := tls.X509KeyPair(secret.Data[webhook.KeyCert], secret.Data[webhook.KeyKey])
 		return bytes.Equal(c.Certificate[0], want.Certificate[0]), "another certificate"
 	})
+	// The expiry an alert watches: a year from now.
+	if exp, err := testutil.GetGaugeMetricValue(metrics.WebhookCertificateExpiry); err != nil ||
+		time.Until(time.Unix(int64(exp), 0)) < webhook.CertValidity-time.Hour || time.Until(time.Unix(int64(exp), 0)) > webhook.CertValidity {
+		t.Errorf("webhook_certificate_expiry_timestamp_seconds = %v (%v), want a year from now", exp, err)
+	}
 
 	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
 	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)

@@ -36,6 +36,14 @@ const (
 	ResultPanic    = "panic"    // recovered panic; retried with backoff
 )
 
+// Conversion review results, the values of conversion_reviews_total's
+// result label.
+const (
+	ConversionSuccess = "success" // every object converted
+	ConversionFailure = "failure" // answered Failure: the request that needed it fails with the message
+	ConversionInvalid = "invalid" // not a ConversionReview (an HTTP error): not the API server
+)
+
 var (
 	// ReconcileTotal counts syncs by result.
 	ReconcileTotal = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
@@ -115,6 +123,39 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
+	// ConversionReviews counts the conversion webhook's answers.
+	ConversionReviews = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "conversion_reviews_total",
+		Help:           "ConversionReviews the webhook answered, by result: success, failure (the API server fails the request that needed it, with the message) or invalid (not a review).",
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"result"})
+
+	// ConversionObjects counts the objects the webhook converted.
+	ConversionObjects = k8smetrics.NewCounter(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "conversion_objects_total",
+		Help:           "Objects the conversion webhook converted (a list read in the other version sends all of its objects in one review).",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
+	// ConversionDuration is the time one review takes to answer.
+	ConversionDuration = k8smetrics.NewHistogram(&k8smetrics.HistogramOpts{
+		Subsystem:      subsystem,
+		Name:           "conversion_duration_seconds",
+		Help:           "Time the conversion webhook takes to answer one ConversionReview, from reading it to writing the answer.",
+		Buckets:        []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
+	// WebhookCertificateExpiry is when the served certificate expires.
+	WebhookCertificateExpiry = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Subsystem:      subsystem,
+		Name:           "webhook_certificate_expiry_timestamp_seconds",
+		Help:           "When the conversion webhook's serving certificate expires, as a Unix time; 0 until one is served. It is renewed at two thirds of its year: less than a third left means renewal is failing.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+
 	// BuildInfo is always 1; its labels describe the binary.
 	BuildInfo = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
 		Subsystem:      subsystem,
@@ -130,7 +171,8 @@ var registerOnce sync.Once
 // the main module's version, revision the commit ("" when not stamped).
 func Register(version, revision string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering, BuildInfo)
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering,
+			ConversionReviews, ConversionObjects, ConversionDuration, WebhookCertificateExpiry, BuildInfo)
 	})
 	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }

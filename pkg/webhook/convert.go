@@ -13,6 +13,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
+
+	"example.com/foo-controller/pkg/metrics"
 )
 
 // MaxReviewBytes bounds a ConversionReview's body. The API server sends a
@@ -43,6 +46,12 @@ func NewConverter(scheme *runtime.Scheme) *Converter {
 // with a Failure result, whose message the API server hands on to the
 // client that asked (a kubectl user, or the controller's list).
 func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	result := metrics.ConversionInvalid
+	defer func() {
+		metrics.ConversionReviews.WithLabelValues(result).Inc()
+		metrics.ConversionDuration.Observe(time.Since(start).Seconds())
+	}()
 	if r.Method != http.MethodPost {
 		http.Error(w, "a ConversionReview is POSTed", http.StatusMethodNotAllowed)
 		return
@@ -66,7 +75,10 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := c.Convert(review.Request)
+	result = metrics.ConversionSuccess
+	metrics.ConversionObjects.Add(float64(len(resp.ConvertedObjects)))
 	if resp.Result.Status != metav1.StatusSuccess {
+		result = metrics.ConversionFailure
 		klog.FromContext(r.Context()).Info("Conversion refused", "uid", resp.UID, "desiredAPIVersion", review.Request.DesiredAPIVersion, "message", resp.Result.Message)
 	}
 	out, err := json.Marshal(apiextensionsv1.ConversionReview{

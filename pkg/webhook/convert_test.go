@@ -12,9 +12,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-base/metrics/testutil"
 
 	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/metrics"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
@@ -53,6 +55,7 @@ func review(desired string, objects ...string) []byte {
 func TestConverterServesReviews(t *testing.T) {
 	srv := httptest.NewServer(NewConverter(testScheme(t)))
 	defer srv.Close()
+	metrics.Register("test", "")
 	for _, tc := range []struct {
 		name    string
 		body    []byte
@@ -76,6 +79,18 @@ func TestConverterServesReviews(t *testing.T) {
 			failure: "object 1 of 1: json: cannot unmarshal string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			result, objects := metrics.ConversionSuccess, len(tc.want)
+			if tc.failure != "" {
+				result, objects = metrics.ConversionFailure, 0
+			}
+			before := counted(t, result)
+			beforeObjects, _ := testutil.GetCounterMetricValue(metrics.ConversionObjects)
+			defer func() {
+				afterObjects, _ := testutil.GetCounterMetricValue(metrics.ConversionObjects)
+				if got := counted(t, result) - before; got != 1 || afterObjects-beforeObjects != float64(objects) {
+					t.Errorf("counted %v reviews of result %s and %v objects, want 1 and %d", got, result, afterObjects-beforeObjects, objects)
+				}
+			}()
 			resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -113,6 +128,16 @@ func TestConverterServesReviews(t *testing.T) {
 	}
 }
 
+// counted is conversion_reviews_total of result.
+func counted(t *testing.T, result string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(metrics.ConversionReviews.WithLabelValues(result))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // sameJSON: a and b are the same JSON, whatever the order of the keys.
 func sameJSON(t *testing.T, a, b []byte) bool {
 	t.Helper()
@@ -130,6 +155,7 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 // server never sends, so that a probe or a stray client learns so.
 func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 	h := NewConverter(testScheme(t))
+	metrics.Register("test", "")
 	for _, tc := range []struct {
 		name, method, contentType, body string
 		code                            int
@@ -144,9 +170,13 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(tc.method, "/convert", strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", tc.contentType)
+			before := counted(t, metrics.ConversionInvalid)
 			h.ServeHTTP(rec, req)
 			if rec.Code != tc.code {
 				t.Errorf("status %d (%s), want %d", rec.Code, strings.TrimSpace(rec.Body.String()), tc.code)
+			}
+			if got := counted(t, metrics.ConversionInvalid) - before; got != 1 {
+				t.Errorf("counted %v invalid reviews, want 1", got)
 			}
 		})
 	}

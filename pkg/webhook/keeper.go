@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"example.com/foo-controller/pkg/metrics"
 )
 
 // CRDs is the resource of CustomResourceDefinitions, read and patched
@@ -251,5 +253,6 @@ func (k *Keeper) serve(data map[string][]byte) error {
 		return fmt.Errorf("the Secret's serving certificate: %w", err)
 	}
 	k.cert.Store(&served{certPEM: data[KeyCert], keyPEM: data[KeyKey], pair: pair})
+	metrics.WebhookCertificateExpiry.Set(float64(pair.Leaf.NotAfter.Unix()))
 	return nil
 }
