@@ -13,6 +13,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -128,13 +129,24 @@ func (c *Converter) convert(raw []byte, desired schema.GroupVersion) ([]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tm.APIVersion+", Kind="+tm.Kind, err)
 	}
-	// Strict: a field this binary's types do not know would be dropped by
-	// the conversion, and lost for good on a write (or on a client's
-	// read-modify-write). It means a CRD newer than the webhook: refuse,
-	// visibly, rather than lose it.
+	// Strict in the spec and status: a field this binary's types do not
+	// know would be dropped by the conversion, and lost for good on a write
+	// (or on a client's read-modify-write). It means a CRD newer than the
+	// webhook: refuse, visibly, rather than lose it. Not in the metadata:
+	// the API server keeps its own metadata and takes only the labels and
+	// annotations from the webhook's answer, so a metadata field newer than
+	// our ObjectMeta loses nothing, and refusing it would stop every
+	// conversion on an API server newer than this binary.
 	strict, err := sigsjson.UnmarshalStrict(raw, in)
-	if err == nil && len(strict) > 0 {
-		err = errors.Join(strict...)
+	if err == nil {
+		var ours []error
+		for _, e := range strict {
+			if fe, ok := e.(sigsjson.FieldError); ok && strings.HasPrefix(fe.FieldPath(), "metadata.") {
+				continue
+			}
+			ours = append(ours, e)
+		}
+		err = errors.Join(ours...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w (is the webhook older than the CRD?)", gvk.Kind, name(in), err)

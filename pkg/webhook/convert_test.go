@@ -75,6 +75,8 @@ func TestConverterServesReviews(t *testing.T) {
 		{name: "a field the webhook does not know is refused, not dropped", body: review("samplecontroller.example.com/v1beta1",
 			strings.Replace(alphaFoo, `"image":"nginx:1.27"`, `"image":"nginx:1.27","paused":true`, 1)),
 			failure: `object 1 of 1: Foo ns/a: unknown field "spec.paused" (is the webhook older than the CRD?)`},
+		{name: "a metadata field the webhook does not know is passed over (the API server keeps its metadata)", body: review("samplecontroller.example.com/v1beta1",
+			strings.Replace(alphaFoo, `"generation":2,`, `"generation":2,"shardKey":"x",`, 1)), want: []string{betaFoo}},
 		{name: "an object that is not JSON", body: review("samplecontroller.example.com/v1beta1", `"x"`),
 			failure: "object 1 of 1: json: cannot unmarshal string"},
 	} {
