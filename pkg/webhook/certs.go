@@ -198,55 +198,48 @@ func sorted(s []string) []string {
 	return slices.Compact(s)
 }
 
-func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
-
-func serial() (*big.Int, error) { return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)) }
+// create makes a key and a certificate of tmpl for it, signed by parent
+// with parentKey, or by itself when parent is nil (a CA).
+func create(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Certificate, crypto.Signer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)); err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
 
 func newCA(now time.Time) (*x509.Certificate, crypto.Signer, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
+	return create(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("foo-controller-webhook-ca@%d", now.Unix())},
 		NotBefore:             now.Add(-time.Hour), // a clock a little behind still accepts it
 		NotAfter:              now.Add(CAValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := x509.ParseCertificate(der)
-	return ca, key, err
+	}, nil, nil)
 }
 
 func issue(ca *x509.Certificate, caKey crypto.Signer, hosts []string, now time.Time) (certPEM, keyPEM []byte, err error) {
 	if len(hosts) == 0 {
 		return nil, nil, errors.New("a serving certificate needs a host")
 	}
-	key, err := newKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(CertValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: hosts[0]},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(CertValidity),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range sorted(hosts) {
 		if ip := net.ParseIP(h); ip != nil {
@@ -255,16 +248,11 @@ func issue(ca *x509.Certificate, caKey crypto.Signer, hosts []string, now time.T
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	cert, key, err := create(tmpl, ca, caKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	certPEM, err = certutil.EncodeCertificates(cert)
-	if err != nil {
+	if certPEM, err = certutil.EncodeCertificates(cert); err != nil {
 		return nil, nil, err
 	}
 	keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key)
