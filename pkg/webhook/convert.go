@@ -141,7 +141,7 @@ func (c *Converter) convert(raw []byte, desired schema.GroupVersion) ([]byte, er
 	if err == nil {
 		var ours []error
 		for _, e := range strict {
-			if fe, ok := e.(sigsjson.FieldError); ok && strings.HasPrefix(fe.FieldPath(), "metadata.") {
+			if fe := sigsjson.FieldError(nil); errors.As(e, &fe) && strings.HasPrefix(fe.FieldPath(), "metadata.") {
 				continue
 			}
 			ours = append(ours, e)
