@@ -193,6 +193,34 @@ func TestConversionWebhook(t *testing.T) {
 		t.Fatalf("after a v1alpha1 update: spec.deployment %+v", d)
 	}
 
+	// v1beta1's own defaults and validation, at admission: replicas and
+	// deletionPolicy defaulted, the image required (v1alpha1's default is
+	// gone) and pinned, the controller's labels refused.
+	created, err := beta.Create(s.ctx, &samplev1beta1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "d"},
+		Spec: samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: "web-d", Image: "nginx:1.29"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(created.Spec.Deployment.Replicas, 0) != 1 || created.Spec.DeletionPolicy != samplev1beta1.DeletionPolicyDelete {
+		t.Errorf("v1beta1 defaults: replicas %v, deletionPolicy %q", created.Spec.Deployment.Replicas, created.Spec.DeletionPolicy)
+	}
+	for _, tc := range []struct {
+		name string
+		d    samplev1beta1.DeploymentSpec
+		says string
+	}{
+		{"no image", samplev1beta1.DeploymentSpec{Name: "web-e"}, "spec.deployment.image"}, // the typed client sends "": too short
+		{"the latest tag", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:latest"}, "image must be pinned"},
+		{"a controller's label", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29",
+			PodLabels: map[string]string{"app.kubernetes.io/managed-by": "me"}}, "the controller's own labels"},
+		{"minReadySeconds over an hour", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29", MinReadySeconds: 3601}, "spec.deployment.minReadySeconds"},
+	} {
+		_, err := beta.Create(s.ctx, &samplev1beta1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: samplev1beta1.FooSpec{Deployment: tc.d}}, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("v1beta1 Foo with %s: %v, want refused saying %q", tc.name, err, tc.says)
+		}
+	}
+
 	// Server-side apply from both versions on one object: one set of owners.
 	if _, err := beta.Apply(s.ctx, applyv1beta1.Foo("b", s.ns).WithSpec(applyv1beta1.FooSpec().
 		WithDeployment(applyv1beta1.DeploymentSpec().WithName("web-b").WithImage("nginx:1.29").WithReplicas(1))),
