@@ -147,6 +147,36 @@ func TestConversionWebhook(t *testing.T) {
 		want, _ := tls.X509KeyPair(secret.Data[webhook.KeyCert], secret.Data[webhook.KeyKey])
 		return bytes.Equal(c.Certificate[0], want.Certificate[0]), "another certificate"
 	})
+	// A keeper of another Secret (a second installation, or `make run`
+	// against a cluster that has one) serves, but leaves the CRD's
+	// caBundle to the Secret named in its annotation.
+	foreign := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
+		Secret: types.NamespacedName{Namespace: s.ns, Name: "another-installation"}}
+	crdBefore, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, fcancel := context.WithCancel(s.ctx)
+	fdone := make(chan error, 1)
+	go func() { fdone <- foreign.Run(fctx) }()
+	s.eventually(10*time.Second, "the other installation serving its own certificate", func() (bool, string) {
+		_, err := foreign.GetCertificate(nil)
+		return err == nil, fmt.Sprint(err)
+	})
+	time.Sleep(2 * time.Second) // its retries, had it fought
+	fcancel()
+	if err := <-fdone; err != nil {
+		t.Fatal(err)
+	}
+	crdAfter, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crdAfter.GetGeneration() != crdBefore.GetGeneration() || crdAfter.GetAnnotations()[webhook.CABundleFromAnnotation] != s.ns+"/foo-controller-webhook-cert" {
+		t.Fatalf("the CRD changed under another installation's keeper: generation %d -> %d, caBundle from %q",
+			crdBefore.GetGeneration(), crdAfter.GetGeneration(), crdAfter.GetAnnotations()[webhook.CABundleFromAnnotation])
+	}
+
 	// The expiry an alert watches: a year from now.
 	if exp, err := testutil.GetGaugeMetricValue(metrics.WebhookCertificateExpiry); err != nil ||
 		time.Until(time.Unix(int64(exp), 0)) < webhook.CertValidity-time.Hour || time.Until(time.Unix(int64(exp), 0)) > webhook.CertValidity {
@@ -309,10 +339,12 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 		return false, "no log line"
 	})
 	serveV1beta1(t, s, "https://"+addr+webhook.Path)
-	secret, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var secret *corev1.Secret
+	s.eventually(30*time.Second, "the webhook's Secret", func() (bool, string) {
+		var err error
+		secret, err = s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	certs, err := certutil.ParseCertsPEM(secret.Data[webhook.KeyCert])
 	if err != nil || len(certs) != 1 || !slices.Equal(certs[0].DNSNames, []string{"localhost"}) || len(certs[0].IPAddresses) != 1 || certs[0].IPAddresses[0].String() != "127.0.0.1" {
 		t.Fatalf("the serving certificate: %v, %v", certs, err)

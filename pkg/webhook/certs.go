@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	certutil "k8s.io/client-go/util/cert"
@@ -56,6 +57,7 @@ const (
 // holds the new CA is the serving certificate re-issued by it. An expired
 // CA leaves the bundle.
 func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Time) (next map[string][]byte, why string, err error) {
+	hosts = Canonical(hosts)
 	cas, caKey := currentCA(data)
 	var whys []string
 	if cas == nil || !fresh(cas[0], now) {
@@ -78,8 +80,8 @@ func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Ti
 	cas = kept
 
 	cert, certKey := data[KeyCert], data[KeyKey]
-	if reason := reissue(cert, certKey, cas, trusts(injected, cas[0]), hosts, now); reason != "" {
-		if cert, certKey, err = issue(cas[0], caKey, hosts, now); err != nil {
+	if reason, kept := reissue(cert, certKey, cas, trusts(injected, cas[0]), hosts, now); reason != "" {
+		if cert, certKey, err = issue(cas[0], caKey, Canonical(append(kept, hosts...)), now); err != nil {
 			return nil, "", err
 		}
 		whys = append(whys, "the serving certificate re-issued: "+reason)
@@ -147,55 +149,76 @@ func trusts(injected []byte, ca *x509.Certificate) bool {
 	return slices.ContainsFunc(cas, func(c *x509.Certificate) bool { return c.Equal(ca) })
 }
 
-// reissue says why the serving certificate must be issued again, or "".
-// A certificate that is broken already (unreadable, for other hosts,
-// expired, signed by no CA of the bundle) is re-issued at once. One that
-// is only due (two thirds of its life passed, or signed by a CA that is
-// being replaced) waits until the CRD trusts the newest CA, which signs
-// the new one: a third of its life, some 4 months, for the caBundle to be
-// injected.
-func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool, hosts []string, now time.Time) string {
+// reissue says why the serving certificate must be issued again, or "",
+// and which of its hosts the new one keeps.
+//
+// A certificate that is broken already (unreadable, expired, signed by
+// no CA of the bundle) is re-issued at once, for our hosts. One that is
+// only due (two thirds of its life passed, or signed by a CA that is being
+// replaced) waits until the CRD trusts the newest CA, which signs the new
+// one: a third of its life, some 4 months, for the caBundle to be
+// injected. One that lacks some of our hosts is re-issued at once. The
+// last two keep the hosts the certificate had: replicas that differ in
+// -webhook-hosts (a rollout that changes them) each add theirs, and
+// agree after one write each, where replacing them would have each undo
+// the other's without end. A host is dropped only with the Secret.
+func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool, hosts []string, now time.Time) (string, []string) {
 	certs, err := certutil.ParseCertsPEM(certPEM)
 	if err != nil || len(certs) == 0 {
-		return "none readable"
+		return "none readable", nil
 	}
 	cert := certs[0]
 	k, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if key, ok := k.(crypto.Signer); err != nil || !ok || !samePublicKey(key.Public(), cert.PublicKey) {
-		return "its key does not match"
-	}
-	if !slices.Equal(sortedHosts(cert), sorted(hosts)) {
-		return fmt.Sprintf("for %v, wanted for %v", sortedHosts(cert), sorted(hosts))
+		return "its key does not match", nil
 	}
 	if !now.Before(cert.NotAfter) {
-		return "expired"
+		return "expired", nil
 	}
 	signer := slices.IndexFunc(cas, func(ca *x509.Certificate) bool { return cert.CheckSignatureFrom(ca) == nil })
-	switch {
-	case signer < 0:
-		return "not signed by a CA of the bundle"
-	case !newestTrusted:
-		return ""
-	case signer > 0:
-		return "the CRD trusts the new CA"
-	case !fresh(cert, now):
-		return "two thirds of its lifetime passed"
+	if signer < 0 {
+		return "not signed by a CA of the bundle", nil
 	}
-	return ""
+	has := certHosts(cert)
+	if missing := slices.DeleteFunc(slices.Clone(hosts), func(h string) bool { return slices.Contains(has, h) }); len(missing) > 0 {
+		return fmt.Sprintf("not issued for %v (it is for %v)", missing, has), has
+	}
+	switch {
+	case !newestTrusted:
+		return "", nil
+	case signer > 0:
+		return "the CRD trusts the new CA", has
+	case !fresh(cert, now):
+		return "two thirds of its lifetime passed", has
+	}
+	return "", nil
 }
 
-func sortedHosts(cert *x509.Certificate) []string {
+// Canonical is hosts as a certificate holds them, sorted, each once: an IP
+// address in Go's form (FD00::1 and fd00:0::1 are fd00::1), a name in
+// lower case without a final dot. Compared as given, a host written
+// otherwise would never match the certificate, and every look would issue
+// it again.
+func Canonical(hosts []string) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			out = append(out, ip.String())
+		} else {
+			out = append(out, strings.TrimSuffix(strings.ToLower(h), "."))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// certHosts is what cert is issued for, canonical.
+func certHosts(cert *x509.Certificate) []string {
 	hosts := slices.Clone(cert.DNSNames)
 	for _, ip := range cert.IPAddresses {
 		hosts = append(hosts, ip.String())
 	}
-	return sorted(hosts)
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return slices.Compact(s)
+	return Canonical(hosts)
 }
 
 // create makes a key and a certificate of tmpl for it, signed by parent
@@ -241,7 +264,7 @@ func issue(ca *x509.Certificate, caKey crypto.Signer, hosts []string, now time.T
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	for _, h := range sorted(hosts) {
+	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {

@@ -77,7 +77,7 @@ func TestRotateRepairs(t *testing.T) {
 		{name: "certificate unreadable", edit: func(d map[string][]byte) { d[KeyCert] = []byte("x") }, why: "none readable", sameCA: true},
 		{name: "certificate of another key", edit: func(d map[string][]byte) { d[KeyKey] = other[KeyKey] }, why: "its key does not match", sameCA: true},
 		{name: "certificate of another CA", edit: func(d map[string][]byte) { d[KeyCert], d[KeyKey] = other[KeyCert], other[KeyKey] }, why: "not signed by a CA of the bundle", sameCA: true},
-		{name: "another host", hosts: []string{"foo.example.svc"}, why: "for [127.0.0.1 foo-controller-webhook.foo-system.svc], wanted for [foo.example.svc]", sameCA: true},
+		{name: "another host", hosts: []string{"foo.example.svc"}, why: "not issued for [foo.example.svc] (it is for [127.0.0.1 foo-controller-webhook.foo-system.svc])", sameCA: true},
 		{name: "expired, the CRD trusting nothing", at: CertValidity + time.Hour, untrusted: true, why: "re-issued: expired", sameCA: true},
 		{name: "due, the CRD trusting the CA", at: CertValidity * 2 / 3, why: "re-issued: two thirds of its lifetime passed", sameCA: true},
 		{name: "due, the CRD trusting nothing: kept", at: CertValidity * 2 / 3, untrusted: true, why: "", sameCA: true},
@@ -148,5 +148,44 @@ func TestRotateNeverServesAnUntrustedCertificate(t *testing.T) {
 	// certificates every 8 months or so.
 	if newCAs != 4 || reissued < 40 || reissued > 50 {
 		t.Errorf("%d new CAs, %d serving certificates re-issued", newCAs, reissued)
+	}
+}
+
+// TestRotateSettlesOnHostsWrittenOtherwise: hosts given in another form
+// than the certificate holds them (an IPv6 address in capitals or with
+// zeros, an IPv4-mapped one, a name in capitals or with a final dot) do not
+// make every look issue the certificate again.
+func TestRotateSettlesOnHostsWrittenOtherwise(t *testing.T) {
+	odd := []string{"FD00::1", "fd00:0::1", "::ffff:10.0.0.1", "Foo-Controller-Webhook.Foo-System.SVC.", "127.0.0.1"}
+	data, _ := rotate(t, nil, nil, odd, t0)
+	verify(t, data, data[KeyCABundle], []string{"fd00::1", "10.0.0.1", "foo-controller-webhook.foo-system.svc", "127.0.0.1"}, t0)
+	if _, why := rotate(t, data, data[KeyCABundle], odd, t0.Add(time.Minute)); why != "" {
+		t.Errorf("the second look changed it: %s", why)
+	}
+}
+
+// TestRotateReplicasWithOtherHostsAgree: two replicas that differ in their
+// hosts (a rollout that changes -webhook-hosts) each add theirs once, and
+// then both leave the certificate alone, renewals included.
+func TestRotateReplicasWithOtherHostsAgree(t *testing.T) {
+	a, b := []string{"foo-controller-webhook.foo-system.svc"}, []string{"foo-webhook.foo-system.svc"}
+	data, _ := rotate(t, nil, nil, a, t0)
+	injected := data[KeyCABundle]
+	writes := 0
+	for i, now := 0, t0; i < 40; i, now = i+1, now.Add(10*24*time.Hour) {
+		hosts := a
+		if i%2 == 1 {
+			hosts = b
+		}
+		next, why := rotate(t, data, injected, hosts, now)
+		if why != "" {
+			writes++
+		}
+		verify(t, next, injected, hosts, now)
+		data = next
+	}
+	// One write for b's host, and one renewal (at 8 months) in 400 days.
+	if writes != 2 {
+		t.Errorf("%d writes in 400 days of two replicas looking in turn, want 2", writes)
 	}
 }

@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,5 +183,38 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 				t.Errorf("counted %v invalid reviews, want 1", got)
 			}
 		})
+	}
+}
+
+// TestConverterConvertsTwoReviewsAtOnce: with MaxConcurrentReviews being
+// converted, a third waits, and answers 503 if its client gives up first;
+// once one is done, it is served.
+func TestConverterConvertsTwoReviewsAtOnce(t *testing.T) {
+	c := NewConverter(testScheme(t))
+	for range MaxConcurrentReviews {
+		c.slots <- struct{}{} // reviews being converted
+	}
+	post := func(ctx context.Context) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(review("samplecontroller.example.com/v1beta1", alphaFoo))).WithContext(ctx)
+		req.Header.Set("Content-Type", "application/json")
+		c.ServeHTTP(rec, req)
+		return rec
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if rec := post(ctx); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("a third review while two are converted: %d, want 503 once its client gives up", rec.Code)
+	}
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- post(t.Context()) }()
+	select {
+	case rec := <-done:
+		t.Fatalf("served (%d) while two reviews were converted", rec.Code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	<-c.slots // one is done
+	if rec := <-done; rec.Code != http.StatusOK {
+		t.Errorf("after one was done: %d", rec.Code)
 	}
 }

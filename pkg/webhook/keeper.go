@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -61,7 +64,27 @@ type Keeper struct {
 	Now func() time.Time
 
 	cert atomic.Pointer[served]
+	// writes are the times of this keeper's recent writes (mayWrite);
+	// warnedHost the CRD's webhook host last warned about (warnHost).
+	writes     []time.Time
+	warnedHost string
 }
+
+// CABundleFromAnnotation names, on the CRD, the Secret ("namespace/name")
+// whose CA its caBundle holds. The keepers of that Secret keep the
+// caBundle; a keeper of another Secret (a second installation, or a `make
+// run` against a cluster that has one) leaves it alone and says so,
+// where the two would otherwise replace each other's CA without end, and
+// the API server would trust either webhook only half the time.
+const CABundleFromAnnotation = "samplecontroller.example.com/ca-bundle-from"
+
+// Bounds on this keeper's writes: more than writeBurst writes of the
+// Secret or the caBundle within writeWindow means a fight nothing here
+// foresaw; it holds off, with an error, instead of writing without end.
+const (
+	writeBurst  = 10
+	writeWindow = 5 * time.Minute
+)
 
 // served is the certificate handshakes get, with the PEM it was read from.
 type served struct {
@@ -113,7 +136,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 		},
 	}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+	// Retries from a second to 5 minutes: nothing here is urgent to the
+	// millisecond, and an error that lasts (Forbidden, another
+	// installation's caBundle) is logged at that pace.
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "webhook-certificate"})
 	defer queue.ShutDown()
 	enqueue := cache.ResourceEventHandlerFuncs{
@@ -186,6 +212,9 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 		return err
 	}
 	if why != "" {
+		if err := k.mayWrite(); err != nil {
+			return err
+		}
 		if err := k.writeSecret(ctx, secret, next); err != nil {
 			return err
 		}
@@ -195,16 +224,69 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 	if err := k.serve(data); err != nil {
 		return err
 	}
-	if !webhook || bytes.Equal(injected, data[KeyCABundle]) {
+	if !webhook {
 		return nil
 	}
-	patch := fmt.Sprintf(`{"spec":{"conversion":{"webhook":{"clientConfig":{"caBundle":%q}}}}}`,
-		base64.StdEncoding.EncodeToString(data[KeyCABundle]))
-	if _, err := k.Dynamic.Resource(CRDs).Patch(ctx, k.CRD, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	k.warnHost(logger, crd)
+	from := crd.GetAnnotations()[CABundleFromAnnotation]
+	if from != "" && from != k.Secret.String() {
+		return fmt.Errorf("the CRD's caBundle holds the CA of Secret %s, not of this replica's %s (another installation of the controller?): "+
+			"the API server does not trust this replica's webhook; remove the CRD's annotation %s to hand the caBundle over", from, k.Secret, CABundleFromAnnotation)
+	}
+	if from == k.Secret.String() && bytes.Equal(injected, data[KeyCABundle]) {
+		return nil
+	}
+	if err := k.mayWrite(); err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{CABundleFromAnnotation: k.Secret.String()}},
+		"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": map[string]any{
+			"caBundle": base64.StdEncoding.EncodeToString(data[KeyCABundle])}}}},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := k.Dynamic.Resource(CRDs).Patch(ctx, k.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("injecting the CA bundle into CRD %s: %w", k.CRD, err)
 	}
 	logger.Info("CA bundle injected into the CRD's conversion webhook")
 	return nil
+}
+
+// mayWrite records a write, or refuses it when this keeper has written
+// writeBurst times within writeWindow.
+func (k *Keeper) mayWrite() error {
+	now := k.Now()
+	k.writes = slices.DeleteFunc(k.writes, func(t time.Time) bool { return now.Sub(t) > writeWindow })
+	if len(k.writes) >= writeBurst {
+		return fmt.Errorf("holding off: %d writes of the webhook certificate or the caBundle within %v; "+
+			"is another replica keeping the same CRD with another -webhook-secret, or the same Secret with other -webhook-hosts?", len(k.writes), writeWindow)
+	}
+	k.writes = append(k.writes, now)
+	return nil
+}
+
+// warnHost warns, once for each, when the CRD sends reviews to a host
+// the certificate is not issued for: every handshake would fail with a
+// certificate error that the API server reports, not this process.
+func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) {
+	host := ""
+	if u, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "url"); u != "" {
+		if parsed, err := url.Parse(u); err == nil {
+			host = parsed.Hostname()
+		}
+	} else {
+		name, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "name")
+		ns, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "namespace")
+		host = name + "." + ns + ".svc"
+	}
+	if host == "" || host == k.warnedHost || slices.Contains(Canonical(k.Hosts), Canonical([]string{host})[0]) {
+		return
+	}
+	k.warnedHost = host
+	logger.Info("Warning: the CRD sends conversion reviews to a host the webhook's certificate is not issued for; set -webhook-hosts",
+		"crdHost", host, "hosts", k.Hosts)
 }
 
 // caBundleOf is the CRD's conversion caBundle, decoded, and whether the

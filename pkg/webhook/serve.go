@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -21,10 +23,19 @@ const Path = "/convert"
 func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) error {
 	mux := http.NewServeMux()
 	mux.Handle(Path, converter)
+	// The API server gives a review 30 s: a connection that sends its body
+	// slower than that, or idles, is closed rather than held.
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       90 * time.Second,
 		TLSConfig:         &tls.Config{GetCertificate: cert, MinVersion: tls.VersionTLS12},
+		// The server's own errors (a failed TLS handshake: a client that
+		// does not trust the certificate) as the controller's log lines,
+		// saying where they come from.
+		ErrorLog: log.New(serverLog{klog.FromContext(ctx)}, "", 0),
 	}
 	done := make(chan struct{})
 	go func() {
@@ -42,4 +53,12 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 		return nil
 	}
 	return err
+}
+
+// serverLog writes the HTTP server's error log through klog.
+type serverLog struct{ logger klog.Logger }
+
+func (l serverLog) Write(p []byte) (int, error) {
+	l.logger.Info("Conversion webhook server", "message", strings.TrimSpace(string(p)))
+	return len(p), nil
 }

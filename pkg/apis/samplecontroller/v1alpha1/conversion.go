@@ -1,11 +1,11 @@
 package v1alpha1
 
 import (
-	"bytes"
 	"encoding/json"
 	"maps"
 
 	"k8s.io/apimachinery/pkg/conversion"
+	sigsjson "sigs.k8s.io/json"
 
 	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
@@ -21,15 +21,20 @@ import (
 
 // V1beta1SpecAnnotation holds, on a v1alpha1 Foo, the fields of its v1beta1
 // spec that v1alpha1 has no place for, as JSON in v1beta1's shape:
-// {"deployment":{"minReadySeconds":10}}. Down-conversion writes it, and
-// up-conversion reads and removes it, so a v1alpha1 client that reads a Foo,
-// changes it and writes it back keeps them. It is absent when they are all
-// unset. Up-conversion leaves a value it cannot read where it is, and
-// sets none of the fields.
+// {"deployment":{"minReadySeconds":10}}, so that a v1alpha1 client that
+// reads a Foo, changes it and writes it back keeps them. Conversion owns
+// it: down-conversion writes it when one of them is set and removes it
+// otherwise, whatever a v1beta1 Foo carried under that name; up-conversion
+// reads it, within v1beta1's schema (the names exactly, minReadySeconds 0
+// to v1beta1.MaxMinReadySeconds), and always removes it, so v1beta1 never
+// holds it. A value it cannot read, or out of range, sets nothing: the
+// annotation would otherwise carry past v1beta1's validation what
+// v1beta1 itself refuses.
 const V1beta1SpecAnnotation = "samplecontroller.example.com/v1beta1-spec"
 
 // v1beta1Only is the annotation's content: v1beta1's spec, reduced to what
-// v1alpha1 lacks. A field that v1beta1 adds is added here too.
+// v1alpha1 lacks. A field that v1beta1 adds is added here too, with its
+// schema's bounds in read.
 type v1beta1Only struct {
 	Deployment v1beta1OnlyDeployment `json:"deployment"`
 }
@@ -39,6 +44,32 @@ type v1beta1OnlyDeployment struct {
 }
 
 func (o v1beta1Only) isZero() bool { return o == v1beta1Only{} }
+
+// readV1beta1Only reads the annotation strictly: the exact names (not
+// encoding/json's case-insensitive match), no unknown or duplicate field,
+// values within v1beta1's schema.
+func readV1beta1Only(raw string) (v1beta1Only, bool) {
+	var only v1beta1Only
+	strict, err := sigsjson.UnmarshalStrict([]byte(raw), &only)
+	if err != nil || len(strict) > 0 {
+		return v1beta1Only{}, false
+	}
+	if m := only.Deployment.MinReadySeconds; m < 0 || m > v1beta1.MaxMinReadySeconds {
+		return v1beta1Only{}, false
+	}
+	return only, true
+}
+
+// withoutAnnotation is annotations without V1beta1SpecAnnotation: a copy,
+// for the generated code shares the map with the input; nil if empty.
+func withoutAnnotation(annotations map[string]string) map[string]string {
+	out := maps.Clone(annotations)
+	delete(out, V1beta1SpecAnnotation)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
 
 // Convert_v1alpha1_Foo_To_v1beta1_Foo converts a v1alpha1 Foo to the hub,
 // taking v1beta1's own fields back from the annotation.
@@ -50,19 +81,10 @@ func Convert_v1alpha1_Foo_To_v1beta1_Foo(in *Foo, out *v1beta1.Foo, s conversion
 	if !ok {
 		return nil
 	}
-	var only v1beta1Only
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&only); err != nil || dec.More() {
-		return nil // not ours to read: kept, as it came
+	if only, ok := readV1beta1Only(raw); ok {
+		out.Spec.Deployment.MinReadySeconds = only.Deployment.MinReadySeconds
 	}
-	out.Spec.Deployment.MinReadySeconds = only.Deployment.MinReadySeconds
-	// The generated code shares the annotations map with in: change a copy.
-	out.Annotations = maps.Clone(in.Annotations)
-	delete(out.Annotations, V1beta1SpecAnnotation)
-	if len(out.Annotations) == 0 {
-		out.Annotations = nil
-	}
+	out.Annotations = withoutAnnotation(in.Annotations)
 	return nil
 }
 
@@ -74,6 +96,9 @@ func Convert_v1beta1_Foo_To_v1alpha1_Foo(in *v1beta1.Foo, out *Foo, s conversion
 	}
 	only := v1beta1Only{Deployment: v1beta1OnlyDeployment{MinReadySeconds: in.Spec.Deployment.MinReadySeconds}}
 	if only.isZero() {
+		if _, had := in.Annotations[V1beta1SpecAnnotation]; had {
+			out.Annotations = withoutAnnotation(in.Annotations)
+		}
 		return nil
 	}
 	raw, err := json.Marshal(only)

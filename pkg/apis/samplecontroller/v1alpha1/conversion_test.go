@@ -39,10 +39,14 @@ func filler(s *runtime.Scheme, seed int64) *randfill.Filler {
 }
 
 // roundTrip converts in to mid's version and back to out's, failing if
-// either conversion errs or changes what it was given.
-func roundTrip(t *testing.T, s *runtime.Scheme, in, mid, out runtime.Object) {
+// either conversion errs or changes what it was given, or if out is not
+// want (in, when want is nil).
+func roundTrip(t *testing.T, s *runtime.Scheme, in, mid, out, want runtime.Object) {
 	t.Helper()
 	before := in.DeepCopyObject()
+	if want == nil {
+		want = before
+	}
 	if err := s.Convert(in, mid, nil); err != nil {
 		t.Fatalf("convert %T to %T: %v", in, mid, err)
 	}
@@ -58,14 +62,14 @@ func roundTrip(t *testing.T, s *runtime.Scheme, in, mid, out runtime.Object) {
 	}
 	// Semantic equality takes a nil and an empty map or list for the
 	// same, as JSON with omitempty does: what a client reads.
-	if !apiequality.Semantic.DeepEqual(before, out) {
-		t.Fatalf("round trip through %T lost something:\n%s", mid, diff.Diff(before, out))
+	if !apiequality.Semantic.DeepEqual(want, out) {
+		t.Fatalf("round trip through %T lost something:\n%s", mid, diff.Diff(want, out))
 	}
 }
 
-// FuzzRoundTripFromV1beta1: any v1beta1 Foo survives a trip through
-// v1alpha1, minReadySeconds (which v1alpha1 lacks) included: a v1alpha1
-// client's read-modify-write loses nothing.
+// FuzzRoundTripFromV1beta1: any v1beta1 Foo its schema admits survives a
+// trip through v1alpha1, minReadySeconds (which v1alpha1 lacks) included:
+// a v1alpha1 client's read-modify-write loses nothing.
 func FuzzRoundTripFromV1beta1(f *testing.F) {
 	for seed := range int64(1000) {
 		f.Add(seed)
@@ -75,16 +79,19 @@ func FuzzRoundTripFromV1beta1(f *testing.F) {
 		in := &v1beta1.Foo{}
 		filler(s, seed).Fill(in)
 		// The annotation is the conversion's own: on a v1beta1 Foo it
-		// would be read back as v1beta1's fields (TestConversionExamples).
+		// does not survive a trip (TestConversionExamples).
 		delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
-		roundTrip(t, s, in, &v1alpha1.Foo{}, &v1beta1.Foo{})
+		// Within the schema (0 to 3600): conversion holds the annotation
+		// to it, as admission holds the field.
+		in.Spec.Deployment.MinReadySeconds = int32(uint32(in.Spec.Deployment.MinReadySeconds) % (v1beta1.MaxMinReadySeconds + 1))
+		roundTrip(t, s, in, &v1alpha1.Foo{}, &v1beta1.Foo{}, nil)
 	})
 }
 
 // FuzzRoundTripFromV1alpha1: any v1alpha1 Foo survives a trip through
 // v1beta1, whether it carries v1beta1's fields in the annotation (as
-// down-conversion writes it), an annotation of that name the conversion
-// cannot read, or none.
+// down-conversion writes it) or none; an annotation of that name the
+// conversion cannot read is dropped, and nothing else changes.
 func FuzzRoundTripFromV1alpha1(f *testing.F) {
 	for seed := range int64(1000) {
 		f.Add(seed)
@@ -96,19 +103,22 @@ func FuzzRoundTripFromV1alpha1(f *testing.F) {
 		fill.Fill(in)
 		var minReady int32
 		fill.Fill(&minReady)
+		var want runtime.Object
 		switch seed % 3 {
 		case 0:
 			delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
 		case 1:
-			if minReady == 0 {
-				minReady = 1 // 0 is written as no annotation at all
-			}
+			// 0 is written as no annotation at all.
+			minReady = 1 + int32(uint32(minReady)%v1beta1.MaxMinReadySeconds)
 			raw, _ := json.Marshal(map[string]any{"deployment": map[string]any{"minReadySeconds": minReady}})
 			setAnnotation(in, string(raw))
 		case 2:
 			setAnnotation(in, "{not json")
+			dropped := in.DeepCopy()
+			delete(dropped.Annotations, v1alpha1.V1beta1SpecAnnotation)
+			want = dropped
 		}
-		roundTrip(t, s, in, &v1beta1.Foo{}, &v1alpha1.Foo{})
+		roundTrip(t, s, in, &v1beta1.Foo{}, &v1alpha1.Foo{}, want)
 	})
 }
 
@@ -144,15 +154,35 @@ func TestConversionExamples(t *testing.T) {
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
 		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: an annotation it cannot read is kept, and sets nothing",
+		name: "v1alpha1 to v1beta1: an annotation it cannot read is dropped, and sets nothing",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: an unknown field in the annotation is not read either",
+		name: "v1alpha1 to v1beta1: an unknown field in the annotation, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a name in other case, the same (encoding/json would take it)",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a value v1beta1's schema refuses, the same",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":-5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: above the maximum, the same",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":3601}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+	}, {
+		name: "v1beta1 to v1alpha1: the annotation on a v1beta1 Foo without minReadySeconds is removed",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":4000}}","x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}}}`,
+		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: the annotation set on a v1beta1 Foo is overwritten",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":5}}}`,

@@ -137,6 +137,11 @@ type DeploymentSpec struct {
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 }
 
+// MaxMinReadySeconds is spec.deployment.minReadySeconds's maximum, the
+// schema's (the marker above): conversion from v1alpha1 holds the
+// annotation that carries it to the same bound.
+const MaxMinReadySeconds = 3600
+
 // FooStatus is the observed state of a Foo, written only by the controller.
 // It is v1alpha1's, field for field (see there).
 type FooStatus struct {
