@@ -227,7 +227,7 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 	if !webhook {
 		return nil
 	}
-	k.warnHost(logger, crd)
+	_ = k.warnHost(logger, crd)
 	from := crd.GetAnnotations()[CABundleFromAnnotation]
 	if from != "" && from != k.Secret.String() {
 		return fmt.Errorf("the CRD's caBundle holds the CA of Secret %s, not of this replica's %s (another installation of the controller?): "+
@@ -269,8 +269,9 @@ func (k *Keeper) mayWrite() error {
 
 // warnHost warns, once for each, when the CRD sends reviews to a host
 // the certificate is not issued for: every handshake would fail with a
-// certificate error that the API server reports, not this process.
-func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) {
+// certificate error that the API server reports, not this process. It
+// returns the host it warned about, if it did.
+func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) string {
 	host := ""
 	if u, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "url"); u != "" {
 		if parsed, err := url.Parse(u); err == nil {
@@ -282,11 +283,12 @@ func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) {
 		host = name + "." + ns + ".svc"
 	}
 	if host == "" || host == k.warnedHost || slices.Contains(Canonical(k.Hosts), Canonical([]string{host})[0]) {
-		return
+		return ""
 	}
 	k.warnedHost = host
 	logger.Info("Warning: the CRD sends conversion reviews to a host the webhook's certificate is not issued for; set -webhook-hosts",
 		"crdHost", host, "hosts", k.Hosts)
+	return host
 }
 
 // caBundleOf is the CRD's conversion caBundle, decoded, and whether the

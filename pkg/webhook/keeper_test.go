@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
 )
 
 // TestKeeperHoldsOffAFight: past writeBurst writes within writeWindow the
@@ -25,5 +28,31 @@ func TestKeeperHoldsOffAFight(t *testing.T) {
 	now = now.Add(writeWindow)
 	if err := k.mayWrite(); err != nil {
 		t.Errorf("after the window: %v", err)
+	}
+}
+
+// TestKeeperWarnsOfAHostItLacks: a CRD that sends reviews to a host the
+// certificate is not issued for is named once in the log, by URL or by
+// Service, whatever form the host is written in.
+func TestKeeperWarnsOfAHostItLacks(t *testing.T) {
+	crd := func(clientConfig map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"conversion": map[string]any{
+			"strategy": "Webhook", "webhook": map[string]any{"clientConfig": clientConfig}}}}}
+	}
+	k := &Keeper{Hosts: []string{"localhost", "foo-controller-webhook.foo-system.svc"}}
+	for _, tc := range []struct {
+		name string
+		crd  *unstructured.Unstructured
+		want string
+	}{
+		{"a URL of a host it has", crd(map[string]any{"url": "https://LOCALHOST:9443/convert"}), ""},
+		{"a URL of a host it lacks", crd(map[string]any{"url": "https://127.0.0.1:9443/convert"}), "127.0.0.1"},
+		{"the same again: warned once", crd(map[string]any{"url": "https://127.0.0.1:9443/convert"}), ""},
+		{"the Service it has", crd(map[string]any{"service": map[string]any{"name": "foo-controller-webhook", "namespace": "foo-system"}}), ""},
+		{"another Service", crd(map[string]any{"service": map[string]any{"name": "foo-webhook", "namespace": "foo-system"}}), "foo-webhook.foo-system.svc"},
+	} {
+		if got := k.warnHost(klog.Background(), tc.crd); got != tc.want {
+			t.Errorf("%s: warned of %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
