@@ -157,11 +157,13 @@ func trusts(injected []byte, ca *x509.Certificate) bool {
 // only due (two thirds of its life passed, or signed by a CA that is being
 // replaced) waits until the CRD trusts the newest CA, which signs the new
 // one: a third of its life, some 4 months, for the caBundle to be
-// injected. One that lacks some of our hosts is re-issued at once. The
-// last two keep the hosts the certificate had: replicas that differ in
-// -webhook-hosts (a rollout that changes them) each add theirs, and
-// agree after one write each, where replacing them would have each undo
-// the other's without end. A host is dropped only with the Secret.
+// injected; it is issued for our hosts only, so that a host no replica
+// has any more leaves at the next renewal. One that lacks some of our
+// hosts is re-issued at once, unless a CA is being replaced and the CRD
+// does not trust the new one yet, keeping the hosts it had: replicas that
+// differ in -webhook-hosts (a rollout that changes them) each add theirs,
+// and agree after one write each, where replacing them would have each
+// undo the other's without end.
 func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool, hosts []string, now time.Time) (string, []string) {
 	certs, err := certutil.ParseCertsPEM(certPEM)
 	if err != nil || len(certs) == 0 {
@@ -179,17 +181,21 @@ func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool
 	if signer < 0 {
 		return "not signed by a CA of the bundle", nil
 	}
+	switch {
+	case !newestTrusted && signer > 0:
+		// A CA is being replaced and the CRD does not trust the new one
+		// yet: whatever is missing waits for it, for the new certificate
+		// can only be signed by the new CA.
+		return "", nil
+	case !newestTrusted:
+	case signer > 0:
+		return "the CRD trusts the new CA", nil
+	case !fresh(cert, now):
+		return "two thirds of its lifetime passed", nil
+	}
 	has := certHosts(cert)
 	if missing := slices.DeleteFunc(slices.Clone(hosts), func(h string) bool { return slices.Contains(has, h) }); len(missing) > 0 {
 		return fmt.Sprintf("not issued for %v (it is for %v)", missing, has), has
-	}
-	switch {
-	case !newestTrusted:
-		return "", nil
-	case signer > 0:
-		return "the CRD trusts the new CA", has
-	case !fresh(cert, now):
-		return "two thirds of its lifetime passed", has
 	}
 	return "", nil
 }

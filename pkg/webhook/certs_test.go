@@ -3,6 +3,7 @@ package webhook
 import (
 	"crypto/x509"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,8 +185,52 @@ func TestRotateReplicasWithOtherHostsAgree(t *testing.T) {
 		verify(t, next, injected, hosts, now)
 		data = next
 	}
-	// One write for b's host, and one renewal (at 8 months) in 400 days.
-	if writes != 2 {
-		t.Errorf("%d writes in 400 days of two replicas looking in turn, want 2", writes)
+	// One write for b's host; one renewal (at 8 months), for the renewing
+	// replica's host only, and one write for the other's again.
+	if writes != 3 {
+		t.Errorf("%d writes in 400 days of two replicas looking in turn, want 3", writes)
+	}
+}
+
+// TestRotateAddsNoHostWithAnUntrustedCA: while a CA is being replaced and
+// the CRD does not trust the new one yet, a replica with a host the
+// certificate lacks waits (a certificate from the new CA would not be
+// trusted), and adds it once the CRD trusts the new CA.
+func TestRotateAddsNoHostWithAnUntrustedCA(t *testing.T) {
+	data, _ := rotate(t, nil, nil, hosts, t0)
+	// Just before the CA's two thirds, renewed; just after, a new CA joins.
+	at := t0.Add(CAValidity*2/3 - 24*time.Hour)
+	data, _ = rotate(t, data, data[KeyCABundle], hosts, at)
+	trusted := data[KeyCABundle]
+	at = at.Add(48 * time.Hour)
+	data, why := rotate(t, data, trusted, hosts, at)
+	if !strings.Contains(why, "a new CA") {
+		t.Fatalf("why = %q, want a new CA", why)
+	}
+	more := append([]string{"foo.example.svc"}, hosts...)
+	next, why := rotate(t, data, trusted, more, at)
+	if why != "" {
+		t.Fatalf("with the new CA not trusted yet: %q, want no change", why)
+	}
+	verify(t, next, trusted, hosts, at)
+	next, why = rotate(t, next, next[KeyCABundle], more, at)
+	if !strings.Contains(why, "the CRD trusts the new CA") {
+		t.Fatalf("once trusted: %q", why)
+	}
+	verify(t, next, next[KeyCABundle], more, at)
+}
+
+// TestRotateDropsAHostAtRenewal: a host no replica has any more (say, one
+// a `make run` added) leaves the certificate at its next renewal.
+func TestRotateDropsAHostAtRenewal(t *testing.T) {
+	data, _ := rotate(t, nil, nil, append([]string{"localhost"}, hosts...), t0)
+	at := t0.Add(CertValidity * 2 / 3)
+	next, why := rotate(t, data, data[KeyCABundle], hosts, at)
+	if !strings.Contains(why, "two thirds") {
+		t.Fatalf("why = %q", why)
+	}
+	certs, _ := certutil.ParseCertsPEM(next[KeyCert])
+	if got := certHosts(certs[0]); !slices.Equal(got, Canonical(hosts)) {
+		t.Errorf("renewed for %v, want %v", got, Canonical(hosts))
 	}
 }

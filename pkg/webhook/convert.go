@@ -34,7 +34,7 @@ const MaxReviewBytes = 256 << 20
 // MaxConcurrentReviews bounds the reviews converted at once. A review holds
 // some 7 times its size in memory while it is converted (a list of 16,000
 // Foos: 63 MB in, 436 MB at the peak), so reviews that come together wait
-// for each other rather than add up.
+// for each other, once read, rather than add up.
 const MaxConcurrentReviews = 2
 
 // Converter serves ConversionReviews for the kinds its scheme knows.
@@ -68,13 +68,6 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a ConversionReview is sent as application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	select {
-	case c.slots <- struct{}{}:
-		defer func() { <-c.slots }()
-	case <-r.Context().Done():
-		http.Error(w, "gave up waiting for the reviews before it", http.StatusServiceUnavailable)
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
@@ -82,6 +75,15 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.Error(w, "reading the ConversionReview: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	// A slot once the body is in, so that a client that sends its body
+	// slowly holds no slot (the server's read timeout bounds it).
+	select {
+	case c.slots <- struct{}{}:
+		defer func() { <-c.slots }()
+	case <-r.Context().Done():
+		http.Error(w, "gave up waiting for the reviews before it", http.StatusServiceUnavailable)
 		return
 	}
 	var review apiextensionsv1.ConversionReview

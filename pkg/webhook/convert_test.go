@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -188,7 +189,8 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 
 // TestConverterConvertsTwoReviewsAtOnce: with MaxConcurrentReviews being
 // converted, a third waits, and answers 503 if its client gives up first;
-// once one is done, it is served.
+// once one is done, it is served. A review whose body is still coming
+// holds no slot.
 func TestConverterConvertsTwoReviewsAtOnce(t *testing.T) {
 	c := NewConverter(testScheme(t))
 	for range MaxConcurrentReviews {
@@ -216,5 +218,25 @@ func TestConverterConvertsTwoReviewsAtOnce(t *testing.T) {
 	<-c.slots // one is done
 	if rec := <-done; rec.Code != http.StatusOK {
 		t.Errorf("after one was done: %d", rec.Code)
+	}
+	<-c.slots
+
+	// A client still sending its body holds no slot.
+	body, send := io.Pipe()
+	go func() {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/convert", body)
+		req.Header.Set("Content-Type", "application/json")
+		c.ServeHTTP(rec, req)
+		done <- rec
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if n := len(c.slots); n != 0 {
+		t.Errorf("%d slots taken by a review whose body is still coming", n)
+	}
+	_, _ = send.Write(review("samplecontroller.example.com/v1beta1", alphaFoo))
+	_ = send.Close()
+	if rec := <-done; rec.Code != http.StatusOK {
+		t.Errorf("the slow review: %d", rec.Code)
 	}
 }

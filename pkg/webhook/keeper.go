@@ -169,9 +169,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 		err := k.sync(klog.NewContext(ctx, logger), secrets.GetStore(), crds.GetStore())
 		switch {
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
-			// Another replica wrote the Secret since the cache saw it: its
-			// certificate is as good as ours, read it when it arrives.
-			logger.Info("Another replica wrote the webhook certificate first; taking theirs")
+			// Another replica wrote the Secret (or the CRD) since the cache
+			// saw it: its certificate is as good as ours, read it when it
+			// arrives, and look again.
+			logger.Info("Another replica wrote the webhook certificate or the caBundle first; taking theirs")
 			queue.AddRateLimited(item)
 		case err != nil:
 			logger.Error(err, "Keeping the webhook certificate failed; retrying")
@@ -212,7 +213,10 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 		return err
 	}
 	if why != "" {
-		if err := k.mayWrite(); err != nil {
+		if err := k.mayWrite("the Secret"); err != nil {
+			if secret == nil || k.cert.Load() == nil {
+				err = fmt.Errorf("%w; this replica has no serving certificate meanwhile", err)
+			}
 			return err
 		}
 		if err := k.writeSecret(ctx, secret, next); err != nil {
@@ -230,17 +234,21 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 	_ = k.warnHost(logger, crd)
 	from := crd.GetAnnotations()[CABundleFromAnnotation]
 	if from != "" && from != k.Secret.String() {
-		return fmt.Errorf("the CRD's caBundle holds the CA of Secret %s, not of this replica's %s (another installation of the controller?): "+
-			"the API server does not trust this replica's webhook; remove the CRD's annotation %s to hand the caBundle over", from, k.Secret, CABundleFromAnnotation)
+		return fmt.Errorf("the CRD's caBundle holds the CA of Secret %s, not of this replica's %s (another installation of the controller, "+
+			"or this one's Secret renamed or moved): the API server does not trust this replica's webhook; to hand the caBundle over: "+
+			"kubectl annotate crd %s %s-", from, k.Secret, k.CRD, CABundleFromAnnotation)
 	}
 	if from == k.Secret.String() && bytes.Equal(injected, data[KeyCABundle]) {
 		return nil
 	}
-	if err := k.mayWrite(); err != nil {
+	if err := k.mayWrite("the CRD's caBundle"); err != nil {
 		return err
 	}
+	// Under the CRD's resourceVersion: two keepers that both saw no owner
+	// cannot both claim it; the later one gets a conflict and looks again.
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{CABundleFromAnnotation: k.Secret.String()}},
+		"metadata": map[string]any{"resourceVersion": crd.GetResourceVersion(),
+			"annotations": map[string]string{CABundleFromAnnotation: k.Secret.String()}},
 		"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{"clientConfig": map[string]any{
 			"caBundle": base64.StdEncoding.EncodeToString(data[KeyCABundle])}}}},
 	})
@@ -254,21 +262,22 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 	return nil
 }
 
-// mayWrite records a write, or refuses it when this keeper has written
-// writeBurst times within writeWindow.
-func (k *Keeper) mayWrite() error {
+// mayWrite records an attempt to write what, or refuses it when this
+// keeper has tried writeBurst times within writeWindow.
+func (k *Keeper) mayWrite(what string) error {
 	now := k.Now()
 	k.writes = slices.DeleteFunc(k.writes, func(t time.Time) bool { return now.Sub(t) > writeWindow })
 	if len(k.writes) >= writeBurst {
-		return fmt.Errorf("holding off: %d writes of the webhook certificate or the caBundle within %v; "+
-			"is another replica keeping the same CRD with another -webhook-secret, or the same Secret with other -webhook-hosts?", len(k.writes), writeWindow)
+		return fmt.Errorf("holding off writing %s: %d attempts to write the webhook certificate or the caBundle within %v; "+
+			"something else keeps changing them back: a GitOps tool or Helm re-applying the CRD with its own caBundle, a CA injector, or another tool writing the Secret %s",
+			what, len(k.writes), writeWindow, k.Secret)
 	}
 	k.writes = append(k.writes, now)
 	return nil
 }
 
-// warnHost warns, once for each, when the CRD sends reviews to a host
-// the certificate is not issued for: every handshake would fail with a
+// warnHost warns, once each time it changes, when the CRD sends reviews
+// to a host the served certificate is not issued for: every handshake would fail with a
 // certificate error that the API server reports, not this process. It
 // returns the host it warned about, if it did.
 func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) string {
@@ -280,9 +289,15 @@ func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) st
 	} else {
 		name, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "name")
 		ns, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service", "namespace")
-		host = name + "." + ns + ".svc"
+		if name != "" {
+			host = name + "." + ns + ".svc"
+		}
 	}
-	if host == "" || host == k.warnedHost || slices.Contains(Canonical(k.Hosts), Canonical([]string{host})[0]) {
+	has := Canonical(k.Hosts)
+	if c := k.cert.Load(); c != nil && c.pair.Leaf != nil {
+		has = certHosts(c.pair.Leaf) // what is served, other replicas' hosts included
+	}
+	if host == "" || host == k.warnedHost || slices.Contains(has, Canonical([]string{host})[0]) {
 		return ""
 	}
 	k.warnedHost = host

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -35,7 +36,7 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 		// The server's own errors (a failed TLS handshake: a client that
 		// does not trust the certificate) as the controller's log lines,
 		// saying where they come from.
-		ErrorLog: log.New(serverLog{klog.FromContext(ctx)}, "", 0),
+		ErrorLog: log.New(serverLog{klog.FromContext(ctx), new(atomic.Int64)}, "", 0),
 	}
 	done := make(chan struct{})
 	go func() {
@@ -55,10 +56,18 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 	return err
 }
 
-// serverLog writes the HTTP server's error log through klog.
-type serverLog struct{ logger klog.Logger }
+// serverLog writes the HTTP server's error log through klog: the first
+// ten lines, then one in a hundred with their count, for a client that
+// does not trust the certificate fails every handshake, and a port scan
+// makes as many.
+type serverLog struct {
+	logger klog.Logger
+	n      *atomic.Int64
+}
 
 func (l serverLog) Write(p []byte) (int, error) {
-	l.logger.Info("Conversion webhook server", "message", strings.TrimSpace(string(p)))
+	if n := l.n.Add(1); n <= 10 || n%100 == 0 {
+		l.logger.Info("Conversion webhook server", "message", strings.TrimSpace(string(p)), "count", n)
+	}
 	return len(p), nil
 }
