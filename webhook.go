@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -13,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/webhook"
 )
 
@@ -39,12 +38,6 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 	if err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	for _, install := range []func(*runtime.Scheme) error{samplev1alpha1.Install, samplev1beta1.Install} {
-		if err := install(scheme); err != nil {
-			return err
-		}
-	}
 	hosts := o.webhookHosts
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "localhost"}
@@ -65,7 +58,7 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 		}
 	}()
 	go func() {
-		if err := webhook.Serve(ctx, lis, webhook.NewConverter(scheme), keeper.GetCertificate); err != nil {
+		if err := webhook.Serve(ctx, lis, webhook.NewConverter(fooscheme.Scheme), keeper.GetCertificate); err != nil {
 			logger.Error(err, "Conversion webhook stopped")
 		}
 	}()

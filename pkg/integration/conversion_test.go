@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	certutil "k8s.io/client-go/util/cert"
@@ -30,6 +29,7 @@ import (
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	applyv1alpha1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
+	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/webhook"
 )
@@ -47,13 +47,6 @@ func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url s
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := samplev1alpha1.Install(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := samplev1beta1.Install(scheme); err != nil {
-		t.Fatal(err)
-	}
 	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
 		Secret: types.NamespacedName{Namespace: secretNamespace, Name: "foo-controller-webhook-cert"}}
 	other = &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: keeper.CRD, Hosts: keeper.Hosts, Secret: keeper.Secret}
@@ -61,7 +54,9 @@ func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url s
 	kept, otherKept, served := make(chan error, 1), make(chan error, 1), make(chan error, 1)
 	go func() { kept <- keeper.Run(ctx) }()
 	go func() { otherKept <- other.Run(ctx) }()
-	go func() { served <- webhook.Serve(ctx, lis, webhook.NewConverter(scheme), keeper.GetCertificate) }()
+	go func() {
+		served <- webhook.Serve(ctx, lis, webhook.NewConverter(fooscheme.Scheme), keeper.GetCertificate)
+	}()
 	stop = func() {
 		cancel()
 		for _, ch := range []chan error{kept, otherKept, served} {

@@ -6,6 +6,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 )
 
 // BenchmarkConvert is the conversion's cost per object (make
@@ -14,7 +16,7 @@ import (
 // the Foo a converged controller leaves (status and conditions, managed
 // fields of two writers).
 func BenchmarkConvert(b *testing.B) {
-	c := NewConverter(testScheme(&testing.T{}))
+	c := NewConverter(fooscheme.Scheme)
 	for _, tc := range []struct{ from, to string }{
 		{storedAlpha, "samplecontroller.example.com/v1beta1"},
 		{storedBeta, "samplecontroller.example.com/v1alpha1"},

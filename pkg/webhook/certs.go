@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -97,18 +96,7 @@ func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Ti
 	if err != nil {
 		return nil, "", err
 	}
-	return map[string][]byte{KeyCABundle: bundle, KeyCAKey: keyPEM, KeyCert: cert, KeyKey: certKey}, joinWhy(whys), nil
-}
-
-func joinWhy(whys []string) string {
-	var b bytes.Buffer
-	for i, w := range whys {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(w)
-	}
-	return b.String()
+	return map[string][]byte{KeyCABundle: bundle, KeyCAKey: keyPEM, KeyCert: cert, KeyKey: certKey}, strings.Join(whys, "; "), nil
 }
 
 // currentCA reads the bundle and the newest CA's key; nil if either is

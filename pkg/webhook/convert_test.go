@@ -17,22 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/testutil"
 
-	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/metrics"
 )
-
-func testScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := v1alpha1.Install(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1beta1.Install(s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 const (
 	alphaFoo  = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27"},"status":{"observedGeneration":2}}`
@@ -56,7 +43,7 @@ func review(desired string, objects ...string) []byte {
 // TestConverterServesReviews: what the API server gets back for a review,
 // converted objects in order or one failure that names the object and why.
 func TestConverterServesReviews(t *testing.T) {
-	srv := httptest.NewServer(NewConverter(testScheme(t)))
+	srv := httptest.NewServer(NewConverter(fooscheme.Scheme))
 	defer srv.Close()
 	metrics.Register("test", "")
 	for _, tc := range []struct {
@@ -159,7 +146,7 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 // TestConverterRefusesWhatIsNotAReview: HTTP errors for what the API
 // server never sends, so that a probe or a stray client learns so.
 func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
-	h := NewConverter(testScheme(t))
+	h := NewConverter(fooscheme.Scheme)
 	metrics.Register("test", "")
 	for _, tc := range []struct {
 		name, method, contentType, body string
@@ -192,7 +179,7 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 // once one is done, it is served. A review whose body is still coming
 // holds no slot.
 func TestConverterConvertsTwoReviewsAtOnce(t *testing.T) {
-	c := NewConverter(testScheme(t))
+	c := NewConverter(fooscheme.Scheme)
 	for range MaxConcurrentReviews {
 		c.slots <- struct{}{} // reviews being converted
 	}

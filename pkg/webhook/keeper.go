@@ -18,11 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -113,32 +112,13 @@ func (k *Keeper) Run(ctx context.Context) error {
 	if k.Now == nil {
 		k.Now = time.Now
 	}
-	secretSel := fields.OneTermEqualSelector("metadata.name", k.Secret.Name).String()
-	secrets := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = secretSel
-			return k.Kube.CoreV1().Secrets(k.Secret.Namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = secretSel
-			return k.Kube.CoreV1().Secrets(k.Secret.Namespace).Watch(ctx, o)
-		},
-	}, &corev1.Secret{}, 0, cache.Indexers{})
-	crdSel := fields.OneTermEqualSelector("metadata.name", k.CRD).String()
-	crds := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = crdSel
-			return k.Dynamic.Resource(CRDs).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = crdSel
-			return k.Dynamic.Resource(CRDs).Watch(ctx, o)
-		},
-	}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	// Each informer watches one object, by name.
+	secrets := cache.NewSharedIndexInformer(cache.NewListWatchFromClient(k.Kube.CoreV1().RESTClient(), "secrets", k.Secret.Namespace,
+		fields.OneTermEqualSelector("metadata.name", k.Secret.Name)), &corev1.Secret{}, 0, cache.Indexers{})
+	crds := dynamicinformer.NewFilteredDynamicInformer(k.Dynamic, CRDs, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.CRD).String()
+	}).Informer()
 
-	// Retries from a second to 5 minutes: nothing here is urgent to the
-	// millisecond, and an error that lasts (Forbidden, another
-	// installation's caBundle) is logged at that pace.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "webhook-certificate"})
 	defer queue.ShutDown()
