@@ -53,12 +53,7 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 		Secret: types.NamespacedName{Namespace: namespace, Name: o.webhookSecret}}
 	logger := klog.FromContext(ctx)
 	go func() {
-		if err := keeper.Run(ctx); err != nil {
-			logger.Error(err, "Webhook certificate keeper stopped")
-		}
-	}()
-	go func() {
-		if err := webhook.Serve(ctx, lis, webhook.NewConverter(fooscheme.Scheme), keeper.GetCertificate); err != nil {
+		if err := webhook.Run(ctx, lis, keeper, webhook.NewConverter(fooscheme.Scheme)); err != nil {
 			logger.Error(err, "Conversion webhook stopped")
 		}
 	}()

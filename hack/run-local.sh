@@ -10,7 +10,8 @@
 # Extra controller flags: make run ARGS="-workers=8 -v=4"
 # Sharded replicas (docs/sharding.md): make run REPLICAS=2 starts two
 # processes sharing 16 slots (-shard-slots=16 unless ARGS sets it; 0 is refused), their
-# logs prefixed [replica-N], metrics and probes on :8080/:8081, :8090/:8091...
+# logs prefixed [replica-N], metrics and probes on :8080/:8081, :8090/:8091...,
+# the conversion webhook (local control plane only) on 127.0.0.1:9443, :9453...
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,11 +64,36 @@ if [[ -z "${kubeconfig}" ]]; then
         trap 'echo "run-local: stopping the local control plane" >&2; hack/local-down.sh' EXIT
     fi
     args=("-kubeconfig=${kubeconfig}" "${args[@]}")
+    local_plane=1
 fi
 export KUBECONFIG="${kubeconfig}"
 
+# The CRD serves v1beta1 through the conversion webhook, which the shipped
+# CRD expects behind the Service of artifacts/deploy. On the local control
+# plane nothing routes to a Service: each replica serves the webhook on
+# 127.0.0.1:9443+10i and the CRD names replica 0's by URL (the
+# certificate's CA is injected by the controller). Against a cluster of
+# your own, the CRD is applied as shipped: v1beta1 needs artifacts/deploy's
+# webhook running there.
+webhook=""
+if [[ -n "${local_plane:-}" ]]; then
+    webhook=1
+    for a in "${args[@]}"; do
+        case "${a}" in -webhook-bind-address* | --webhook-bind-address*) webhook="" ;; esac
+    done
+fi
+
 go build -o _output/bin/foo-controller .
-"${KUBECTL}" apply -f artifacts/examples/crd.yaml
+if [[ -n "${webhook}" ]]; then
+    # The shipped clientConfig's service: block, replaced by a url:.
+    awk '
+        /^        service:$/ && !done { print "        url: https://127.0.0.1:9443/convert"; skip = 1; done = 1; next }
+        skip && /^          / { next }
+        { skip = 0; print }
+    ' artifacts/examples/crd.yaml | "${KUBECTL}" apply -f -
+else
+    "${KUBECTL}" apply -f artifacts/examples/crd.yaml
+fi
 "${KUBECTL}" wait --for=condition=Established crd/foos.samplecontroller.example.com --timeout=60s >/dev/null
 "${KUBECTL}" apply -f artifacts/examples/example-foo.yaml
 
@@ -84,15 +110,18 @@ MSG
 # Not exec: the EXIT trap must still run after the controller stops.
 # Ctrl-C reaches the controller too, which finishes in-flight syncs first.
 set +o errexit
+webhook_arg() { [[ -z "${webhook}" ]] || echo "-webhook-bind-address=127.0.0.1:$((9443 + 10 * $1))"; }
 if [[ "${replicas}" == 1 ]]; then
-    _output/bin/foo-controller "${args[@]}"
+    # shellcheck disable=SC2046 # webhook_arg: one word or none
+    _output/bin/foo-controller "${args[@]}" $(webhook_arg 0)
     status=$?
 else
     # Each in the background, in this shell's process group: Ctrl-C reaches
     # them all, and wait returns once every one has stopped.
     pids=()
     for ((i = 0; i < replicas; i++)); do
-        _output/bin/foo-controller "${args[@]}" \
+        # shellcheck disable=SC2046 # webhook_arg: one word or none
+        _output/bin/foo-controller "${args[@]}" $(webhook_arg "${i}") \
             -metrics-bind-address=":$((8080 + 10 * i))" -health-probe-bind-address=":$((8081 + 10 * i))" \
             > >(sed -u "s/^/[replica-${i}] /" >&2) 2>&1 &
         pids+=("$!")

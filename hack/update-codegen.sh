@@ -46,9 +46,36 @@ kube::codegen::gen_client \
     "${REPO_ROOT}/pkg/apis"
 
 # The CRD: OpenAPI schema, defaults, CEL rules, subresources and printer
-# columns all come from the markers in pkg/apis/samplecontroller/v1alpha1.
+# columns all come from the markers in pkg/apis/samplecontroller/v1alpha1
+# and v1beta1; the conversion stanza from below.
 go -C "${TOOLS_MOD}" build -o "${GOBIN}/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen
 "${GOBIN}/controller-gen" crd \
     paths="./pkg/apis/..." \
     output:crd:stdout > "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"
+# controller-gen has no marker for spec.conversion: it goes in here, right
+# under the top-level spec:. A CRD serving two versions must never exist
+# without it: strategy None would hand a v1alpha1 object to a v1beta1
+# client with only its apiVersion changed. The clientConfig names the
+# Service of artifacts/deploy; `make run`, the bench and the integration
+# tests point it at their own webhook (a URL) after installing the CRD.
+# The caBundle is left out: the controller injects it (pkg/webhook).
+awk '
+    { print }
+    /^spec:$/ && !done {
+        print "  conversion:"
+        print "    strategy: Webhook"
+        print "    webhook:"
+        print "      clientConfig:"
+        print "        service:"
+        print "          name: foo-controller-webhook"
+        print "          namespace: foo-system"
+        print "          path: /convert"
+        print "          port: 443"
+        print "      conversionReviewVersions:"
+        print "      - v1"
+        done = 1
+    }
+' "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp" > "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp2"
+rm "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"
+mv "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp2" "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"
 mv "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp" "${REPO_ROOT}/artifacts/examples/crd.yaml"

@@ -27,6 +27,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
@@ -425,19 +426,6 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	o.plane = localPlane(ownPlane) // now that its pid files are written
 
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "-f", "artifacts/examples/crd.yaml"); err != nil {
-		return err
-	}
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
-		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
-		return err
-	}
-	progress("building the controller")
-	bin := "_output/bin/foo-controller"
-	if _, err := output("go", "build", "-o", bin, "."); err != nil {
-		return err
-	}
-
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -445,6 +433,17 @@ func run(ctx context.Context, o options) (err error) {
 	// The bench's own client must not be what limits the figures.
 	cfg.QPS, cfg.Burst = 5000, 10000
 	cfg.UserAgent = "foo-bench"
+	// Until run returns: the deferred namespace deletions need it too.
+	webhookCtx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWebhook()
+	if err := installCRD(webhookCtx, rest.CopyConfig(cfg), kubectl, kubeconfig); err != nil {
+		return err
+	}
+	progress("building the controller")
+	bin := "_output/bin/foo-controller"
+	if _, err := output("go", "build", "-o", bin, "."); err != nil {
+		return err
+	}
 	var c clients
 	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err

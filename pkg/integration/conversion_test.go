@@ -10,13 +10,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,28 +76,16 @@ func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url s
 	return "https://" + lis.Addr().String() + webhook.Path, stop, other
 }
 
-// serveV1beta1 patches the CRD as a release serving both versions would
-// declare it: v1beta1 served, conversion through the webhook at url, no
-// caBundle (the keeper injects it). The stored version stays v1alpha1.
+// serveV1beta1 points the CRD's conversion at the webhook at url, with no
+// caBundle (the keeper injects it): the shipped CRD serves v1beta1 beside
+// the stored v1alpha1 already, through a Service nothing routes to here.
 func serveV1beta1(t *testing.T, s *scenario, url string) {
 	t.Helper()
-	crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	var patch []map[string]any
-	for i, v := range versions {
-		if v.(map[string]any)["name"] == "v1beta1" {
-			patch = append(patch, map[string]any{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", i), "value": true})
-		}
-	}
-	patch = append(patch, map[string]any{"op": "add", "path": "/spec/conversion", "value": map[string]any{
+	patch, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/conversion", "value": map[string]any{
 		"strategy": "Webhook",
 		"webhook":  map[string]any{"conversionReviewVersions": []string{"v1"}, "clientConfig": map[string]any{"url": url}},
-	}})
-	body, _ := json.Marshal(patch)
-	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, body, metav1.PatchOptions{}); err != nil {
+	}}})
+	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,7 +99,7 @@ func serveV1beta1(t *testing.T, s *scenario, url string) {
 // version's paths; with the webhook down, only the other version fails,
 // and nothing stored changes.
 func TestConversionWebhook(t *testing.T) {
-	cl := privateCluster(t, clusterOptions{})
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
 	metrics.Register("test", "")
 	url, stop, other := conversionWebhook(t, s, s.ns)
@@ -320,7 +311,7 @@ func TestConversionWebhook(t *testing.T) {
 // converge as before and read in both versions; once the controller has
 // stopped, only the version not stored fails.
 func TestConversionWebhookServedByTheController(t *testing.T) {
-	cl := privateCluster(t, clusterOptions{})
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
 	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
 	var addr string
@@ -365,4 +356,119 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 	if _, err := s.getFoo("a"); err != nil {
 		t.Fatalf("v1alpha1 read with the controller stopped: %v", err)
 	}
+}
+
+// TestConversionWebhookOutage: what serving v1beta1 costs and what its
+// webhook's outage does, on a real API server. While v1beta1 is served,
+// every write of a Foo, in any version, costs a review: the API server
+// decodes each stored Foo into every served version as it is written (its
+// watch cache per version), whether or not any client reads v1beta1. With
+// the webhook down, writes in the stored version go on; reads in v1beta1
+// fail; deleting a namespace holding Foos waits, its condition naming the
+// webhook (the namespace controller lists them in the preferred version,
+// v1beta1). Back up at the same address, v1beta1 reads see the writes made
+// meanwhile, and the namespace goes.
+func TestConversionWebhookOutage(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
+	s := newScenarioOn(t, cl)
+	doomed := newScenarioOn(t, cl)
+
+	var reviews atomic.Int64
+	converter := webhook.NewConverter(fooscheme.Scheme)
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reviews.Add(1)
+		converter.ServeHTTP(w, r)
+	})
+	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
+		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
+	serve := func(lis net.Listener) (stop func()) {
+		ctx, cancel := context.WithCancel(s.ctx)
+		done := make(chan error, 1)
+		go func() { done <- webhook.Run(ctx, lis, keeper, counted) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("webhook: %v", err)
+			}
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	stop := serve(lis)
+	t.Cleanup(func() { stop() })
+	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+
+	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
+	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+	s.createFoo(newFoo("a", "web-a", 1))
+	doomed.createFoo(newFoo("b", "web-b", 1))
+	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
+		_, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Writes in v1alpha1 only, no client reading v1beta1: each costs a
+	// review all the same.
+	const writes = 10
+	before := reviews.Load()
+	for i := range writes {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, i+2)
+		if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.eventually(10*time.Second, "a review per write", func() (bool, string) {
+		n := reviews.Load() - before
+		return n >= writes, fmt.Sprintf("%d reviews for %d writes", n, writes)
+	})
+	time.Sleep(time.Second) // the reviews of the last writes
+	t.Logf("%d v1alpha1 writes, no v1beta1 client of ours: %d reviews", writes, reviews.Load()-before)
+
+	// Down.
+	stop()
+	if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"spec":{"replicas":42}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("a v1alpha1 write with the webhook down: %v", err)
+	}
+	if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("v1beta1 read with the webhook down: %v, want the API server's conversion webhook error", err)
+	}
+	if err := s.kube.CoreV1().Namespaces().Delete(s.ctx, doomed.ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(time.Minute, "the namespace's deletion to name the webhook", func() (bool, string) {
+		ns, err := s.kube.CoreV1().Namespaces().Get(s.ctx, doomed.ns, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range ns.Status.Conditions {
+			if strings.Contains(c.Message, "conversion webhook") {
+				t.Logf("namespace %s, phase %s, with the webhook down: %s=%s: %s", ns.Name, ns.Status.Phase, c.Type, c.Status, c.Message)
+				return ns.Status.Phase == corev1.NamespaceTerminating, ""
+			}
+		}
+		return false, fmt.Sprintf("phase %s, conditions %+v", ns.Status.Phase, ns.Status.Conditions)
+	})
+	if _, err := doomed.getFoo("b"); err != nil {
+		t.Fatalf("the doomed namespace's Foo, with the webhook down: %v; want it still there", err)
+	}
+
+	// Up again, at the same address: nothing was lost.
+	if lis, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	stop = serve(lis)
+	s.eventually(30*time.Second, "the write made while down, read in v1beta1", func() (bool, string) {
+		got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Spec.Deployment.Replicas != nil && *got.Spec.Deployment.Replicas == 42, fmt.Sprintf("spec %+v", got.Spec.Deployment)
+	})
+	s.eventually(2*time.Minute, "the namespace gone", func() (bool, string) {
+		_, err := s.kube.CoreV1().Namespaces().Get(s.ctx, doomed.ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }

@@ -71,13 +71,21 @@ var deployRBACKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBind
 // widening it must be a deliberate change here too. artifacts/deploy/README.md
 // says why each one is needed.
 var wantClusterRules = map[string][]string{
-	"samplecontroller.example.com/foos":            {"list", "watch", "patch"},
-	"samplecontroller.example.com/foos/status":     {"patch"},
-	"samplecontroller.example.com/foos/finalizers": {"update"},
-	"apps/deployments":                             {"list", "watch", "create", "patch", "delete"},
-	"events.k8s.io/events":                         {"create", "patch"},
-	"namespaces":                                   {"list", "watch"},
+	"samplecontroller.example.com/foos":              {"list", "watch", "patch"},
+	"samplecontroller.example.com/foos/status":       {"patch"},
+	"samplecontroller.example.com/foos/finalizers":   {"update"},
+	"apps/deployments":                               {"list", "watch", "create", "patch", "delete"},
+	"events.k8s.io/events":                           {"create", "patch"},
+	"namespaces":                                     {"list", "watch"},
+	"apiextensions.k8s.io/customresourcedefinitions": {"list", "watch", "patch"},
 }
+
+// The webhook's Secret and the CRD it keeps: the only names the RBAC rules
+// on Secrets and CRDs may reach (create aside, which no name can limit).
+const (
+	deployWebhookSecret = "foo-controller-webhook-cert"
+	deployWebhookCRD    = "foos.samplecontroller.example.com"
+)
 
 func TestRBACIsExactlyEnough(t *testing.T) {
 	objs := renderDeploy(t)
@@ -98,6 +106,10 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 	for _, attrs := range []authorizationv1.ResourceAttributes{
 		{Verb: "list", Resource: "secrets"},
 		{Verb: "get", Resource: "secrets", Namespace: deploySystemNamespace},
+		{Verb: "list", Resource: "secrets", Namespace: deploySystemNamespace},
+		{Verb: "update", Resource: "secrets", Namespace: deploySystemNamespace, Name: "other"},
+		{Verb: "create", Resource: "secrets", Namespace: "default"},
+		{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "other.example.com"},
 		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: "default"},
 		{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: "default"},
 	} {
@@ -108,7 +120,10 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 
 	s := newScenario(t)
 	lease := "foo-controller-" + s.ns
-	ctrl := s.startControllerAs(kubeconfig, leaderElectionArgs(lease)...)
+	// As deployed, with the conversion webhook: its keeper shares the
+	// plane's Secret in foo-system (harnessWebhookSecret) and lists and
+	// watches it and the CRD as this ServiceAccount.
+	ctrl := s.startControllerAs(kubeconfig, append(leaderElectionArgs(lease), "-webhook-bind-address=127.0.0.1:0")...)
 	s.eventually(time.Minute, "the controller to hold the Lease "+deploySystemNamespace+"/"+lease, func() (bool, string) {
 		l, err := env.kube.CoordinationV1().Leases(deploySystemNamespace).Get(s.ctx, lease, metav1.GetOptions{})
 		if err != nil {
@@ -535,8 +550,9 @@ func installDeployRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 }
 
 // checkRBACIsTight checks the rendered RBAC objects: the ClusterRole is
-// wantClusterRules, without wildcards or Secrets, and leases are granted
-// only by a Role in the controller's namespace.
+// wantClusterRules, without wildcards or Secrets, its CRD rule limited to
+// the Foo CRD; leases and the webhook's Secret are granted only by Roles in
+// the controller's namespace, the Secret by name but for create.
 func checkRBACIsTight(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	got := map[string][]string{}
@@ -545,18 +561,30 @@ func checkRBACIsTight(t *testing.T, objs []*unstructured.Unstructured) {
 		for _, r := range rules {
 			rule := r.(map[string]any)
 			verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+			names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
 			keys := ruleKeys(rule)
 			for _, k := range keys {
 				if strings.Contains(k, "*") || slices.Contains(verbs, "*") {
 					t.Errorf("%s %s: wildcard in %s %v", o.GetKind(), o.GetName(), k, verbs)
 				}
-				if strings.HasSuffix(k, "/secrets") || k == "secrets" {
-					t.Errorf("%s %s grants access to Secrets", o.GetKind(), o.GetName())
-				}
-				if o.GetKind() == "ClusterRole" {
+				switch {
+				case o.GetKind() == "ClusterRole" && k == "secrets":
+					t.Errorf("ClusterRole %s grants access to Secrets", o.GetName())
+				case o.GetKind() == "ClusterRole":
+					if k == "apiextensions.k8s.io/customresourcedefinitions" && !slices.Equal(names, []string{deployWebhookCRD}) {
+						t.Errorf("ClusterRole %s grants %s %v on %v, want only %s", o.GetName(), k, verbs, names, deployWebhookCRD)
+					}
 					got[k] = append(got[k], verbs...)
-				} else if k != "coordination.k8s.io/leases" || o.GetNamespace() != deploySystemNamespace {
-					t.Errorf("Role %s/%s grants %s %v; it is only for the leader-election Lease", o.GetNamespace(), o.GetName(), k, verbs)
+				case o.GetNamespace() != deploySystemNamespace:
+					t.Errorf("Role %s/%s is outside %s", o.GetNamespace(), o.GetName(), deploySystemNamespace)
+				case k == "coordination.k8s.io/leases":
+				case k == "secrets" && slices.Equal(verbs, []string{"create"}):
+				case k == "secrets":
+					if !slices.Equal(names, []string{deployWebhookSecret}) {
+						t.Errorf("Role %s/%s grants %s %v on %v, want only %s", o.GetNamespace(), o.GetName(), k, verbs, names, deployWebhookSecret)
+					}
+				default:
+					t.Errorf("Role %s/%s grants %s %v; Roles are only for the leader-election Lease and the webhook's Secret", o.GetNamespace(), o.GetName(), k, verbs)
 				}
 			}
 		}

@@ -149,10 +149,13 @@ func (k *Keeper) Run(ctx context.Context) error {
 		err := k.sync(klog.NewContext(ctx, logger), secrets.GetStore(), crds.GetStore())
 		switch {
 		case apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err):
-			// Another replica wrote the Secret (or the CRD) since the cache
-			// saw it: its certificate is as good as ours, read it when it
-			// arrives, and look again.
-			logger.Info("Another replica wrote the webhook certificate or the caBundle first; taking theirs")
+			// The Secret or the CRD changed since the cache saw it: another
+			// replica wrote it (its certificate is as good as ours), or this
+			// keeper did and the cache has not caught up (its Secret write
+			// is followed by a CRD patch under the older CRD). Look again
+			// once the change arrives. Routine, so not at the default
+			// verbosity.
+			logger.V(2).Info("The webhook's Secret or CRD changed while being written; looking again", "err", err.Error())
 			queue.AddRateLimited(item)
 		case err != nil:
 			logger.Error(err, "Keeping the webhook certificate failed; retrying")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -70,4 +71,24 @@ func (l serverLog) Write(p []byte) (int, error) {
 		l.logger.Info("Conversion webhook server", "message", strings.TrimSpace(string(p)), "count", n)
 	}
 	return len(p), nil
+}
+
+// Run is the webhook a replica serves: keeper keeps the certificate (and
+// the CRD's caBundle) while converter answers reviews on lis with it, both
+// until ctx ends, or one of them fails, which stops the other. It returns
+// once both have stopped.
+func Run(ctx context.Context, lis net.Listener, keeper *Keeper, converter http.Handler) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kept, served := make(chan error, 1), make(chan error, 1)
+	go func() { kept <- keeper.Run(ctx); cancel() }()
+	go func() { served <- Serve(ctx, lis, converter, keeper.GetCertificate); cancel() }()
+	var errs []error
+	if err := <-kept; err != nil {
+		errs = append(errs, fmt.Errorf("certificate keeper: %w", err))
+	}
+	if err := <-served; err != nil {
+		errs = append(errs, fmt.Errorf("serving: %w", err))
+	}
+	return errors.Join(errs...)
 }

@@ -10,11 +10,11 @@ import (
 // The printer columns and the scale subresource name v1beta1's paths: each
 // version of a CRD has its own, read from the object in that version.
 //
-// Not served yet (served: false in the CRD): the API server serves it once
-// the conversion webhook that translates it to v1alpha1 is in place.
+// Served beside v1alpha1, which is still the stored version: the API server
+// translates between them through the conversion webhook the controller
+// serves (docs/evolving-the-api.md).
 //
 // +genclient
-// +kubebuilder:unservedversion
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=foos,singular=foo,shortName=foo,scope=Namespaced

@@ -33,8 +33,9 @@ import (
 // The printer columns and the scale subresource name v1beta1's paths: each
 // version of a CRD has its own, read from the object in that version.
 //
-// Not served yet (served: false in the CRD): the API server serves it once
-// the conversion webhook that translates it to v1alpha1 is in place.
+// Served beside v1alpha1, which is still the stored version: the API server
+// translates between them through the conversion webhook the controller
+// serves (docs/evolving-the-api.md).
 type FooApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
