@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -362,7 +363,9 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 // webhook's outage does, on a real API server. While v1beta1 is served,
 // every write of a Foo, in any version, costs a review: the API server
 // decodes each stored Foo into every served version as it is written (its
-// watch cache per version), whether or not any client reads v1beta1. With
+// watch cache per version), whether or not any client reads v1beta1; lists
+// in v1beta1 are served from that cache with no review; when the API
+// server starts, it fills the cache one Foo per review. With
 // the webhook down, writes in the stored version go on; reads in v1beta1
 // fail; deleting a namespace holding Foos waits, its condition naming the
 // webhook (the namespace controller lists them in the preferred version,
@@ -373,10 +376,26 @@ func TestConversionWebhookOutage(t *testing.T) {
 	s := newScenarioOn(t, cl)
 	doomed := newScenarioOn(t, cl)
 
-	var reviews atomic.Int64
+	var reviews, objects, largest atomic.Int64
 	converter := webhook.NewConverter(fooscheme.Scheme)
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var review struct {
+			Request struct {
+				Objects []json.RawMessage `json:"objects"`
+			} `json:"request"`
+		}
+		_ = json.Unmarshal(body, &review)
+		n := int64(len(review.Request.Objects))
 		reviews.Add(1)
+		objects.Add(n)
+		for m := largest.Load(); n > m && !largest.CompareAndSwap(m, n); m = largest.Load() {
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		converter.ServeHTTP(w, r)
 	})
 	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
@@ -427,6 +446,23 @@ func TestConversionWebhookOutage(t *testing.T) {
 	time.Sleep(time.Second) // the reviews of the last writes
 	t.Logf("%d v1alpha1 writes, no v1beta1 client of ours: %d reviews", writes, reviews.Load()-before)
 
+	// Lists in v1beta1, of Foos stored in v1alpha1.
+	s.createFoos("many-", 20)
+	time.Sleep(time.Second)
+	for _, opts := range []metav1.ListOptions{{}, {ResourceVersion: "0"}, {Limit: 5}} {
+		r0, o0 := reviews.Load(), objects.Load()
+		largest.Store(0)
+		list, err := beta.List(s.ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("a v1beta1 list (limit %d, resourceVersion %q) of %d Foos: %d reviews, %d objects, at most %d in one", opts.Limit, opts.ResourceVersion, len(list.Items), reviews.Load()-r0, objects.Load()-o0, largest.Load())
+		// Served from the API server's v1beta1 cache, converted as written.
+		if n := reviews.Load() - r0; n != 0 {
+			t.Errorf("a v1beta1 list (limit %d, resourceVersion %q) sent %d reviews, want none", opts.Limit, opts.ResourceVersion, n)
+		}
+	}
+
 	// Down.
 	stop()
 	if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"spec":{"replicas":42}}`), metav1.PatchOptions{}); err != nil {
@@ -471,4 +507,24 @@ func TestConversionWebhookOutage(t *testing.T) {
 		_, err := s.kube.CoreV1().Namespaces().Get(s.ctx, doomed.ns, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+
+	// The API server restarted: its v1beta1 cache fills again.
+	r0, o0 := reviews.Load(), objects.Load()
+	largest.Store(0)
+	if err := cl.stopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.startAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(time.Minute, "a v1beta1 list after the restart", func() (bool, string) {
+		list, err := beta.List(s.ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 21, fmt.Sprint(err)
+	})
+	time.Sleep(2 * time.Second)
+	t.Logf("the API server restarted with 21 Foos stored: %d reviews, %d objects, at most %d in one", reviews.Load()-r0, objects.Load()-o0, largest.Load())
+	// Its cache of v1beta1 filled one Foo per review.
+	if objects.Load()-o0 < 21 || largest.Load() != 1 {
+		t.Errorf("the API server's restart: %d objects converted, at most %d in one review; want every Foo, one per review", objects.Load()-o0, largest.Load())
+	}
 }

@@ -135,7 +135,7 @@ var (
 	ConversionObjects = k8smetrics.NewCounter(&k8smetrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "conversion_objects_total",
-		Help:           "Objects the conversion webhook converted (a list read in the other version sends all of its objects in one review).",
+		Help:           "Objects the conversion webhook converted (the API server sends one per review: one per Foo written while two versions are served, and one per stored Foo when it starts).",
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
