@@ -118,11 +118,12 @@ func run(ctx context.Context, o options) (err error) {
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	var ready atomic.Pointer[func() error]
-	if err := serveProbes(ctx, o, electionHealth, member, &ready); err != nil {
+	webhookReady, err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace)
+	if err != nil {
 		return err
 	}
-	if err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace); err != nil {
+	var ready atomic.Pointer[func() error]
+	if err := serveProbes(ctx, o, electionHealth, member, &ready, webhookReady); err != nil {
 		return err
 	}
 	if err := checkAPI(ctx, cs.config, o.namespace, apiStartupWait); err != nil {
@@ -262,11 +263,12 @@ func startNamespaceInformer(ctx context.Context, o options, cs *clients) (corein
 // process serves, and a leader (or a shard member) still renews its Lease:
 // one stuck past the renew deadline gets restarted; one that gives up exits
 // by itself. Readiness: the caches are synced (standbys too: they are ready
-// to take over; sharded, see shard.Ready). They are served before the
+// to take over; sharded, see shard.Ready), and the conversion webhook, if
+// served, has a certificate to serve. They are served before the
 // start-up checks, so that a liveness probe does not kill a process that
 // waits for the API server (checkAPI); /readyz fails until ready says why
 // no more.
-func serveProbes(ctx context.Context, o options, election *leaderelection.HealthzAdaptor, member *shard.Member, ready *atomic.Pointer[func() error]) error {
+func serveProbes(ctx context.Context, o options, election *leaderelection.HealthzAdaptor, member *shard.Member, ready *atomic.Pointer[func() error], webhookReady func() error) error {
 	health := metrics.Check{Name: "leader-election", Check: election.Check}
 	if member != nil {
 		// The same threshold as the leader's (the renew deadline), read
@@ -275,13 +277,17 @@ func serveProbes(ctx context.Context, o options, election *leaderelection.Health
 	}
 	probes := http.NewServeMux()
 	probes.Handle("/healthz", metrics.ProbeHandler(health))
-	probes.Handle("/readyz", metrics.ProbeHandler(metrics.Check{Name: "informers", Check: func(*http.Request) error {
+	readiness := []metrics.Check{{Name: "informers", Check: func(*http.Request) error {
 		f := ready.Load()
 		if f == nil {
 			return errors.New("starting: checking the API server")
 		}
 		return (*f)()
-	}}))
+	}}}
+	if webhookReady != nil {
+		readiness = append(readiness, metrics.Check{Name: "conversion-webhook", Check: func(*http.Request) error { return webhookReady() }})
+	}
+	probes.Handle("/readyz", metrics.ProbeHandler(readiness...))
 	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
 		return err
 	}

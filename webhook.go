@@ -25,18 +25,19 @@ const fooCRD = "foos." + samplev1alpha1.GroupName
 // the informers start: listing Foos stored in one version in another may
 // need it. Its clients are outside the write guard: the certificate's
 // Secret and the CRD's caBundle are no Foo's, and a standby keeps them
-// too.
-func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, namespace string) error {
+// too. The readiness check it returns fails until a certificate is served
+// (nil when the webhook is off).
+func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, namespace string) (ready func() error, err error) {
 	if o.webhookAddr == "" || o.webhookAddr == "0" {
-		return nil
+		return nil, nil
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hosts := o.webhookHosts
 	if len(hosts) == 0 {
@@ -47,7 +48,7 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 	}
 	lis, err := net.Listen("tcp", o.webhookAddr)
 	if err != nil {
-		return fmt.Errorf("conversion webhook: %w", err)
+		return nil, fmt.Errorf("conversion webhook: %w", err)
 	}
 	keeper := &webhook.Keeper{Kube: kube, Dynamic: dyn, CRD: fooCRD, Hosts: hosts,
 		Secret: types.NamespacedName{Namespace: namespace, Name: o.webhookSecret}}
@@ -59,5 +60,5 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 	}()
 	logger.Info("Serving the conversion webhook", "address", lis.Addr().String(), "path", webhook.Path,
 		"secret", keeper.Secret, "hosts", hosts)
-	return nil
+	return keeper.Ready, nil
 }

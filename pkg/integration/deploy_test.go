@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -895,4 +896,60 @@ func kubeconfigWithout(t *testing.T, resource, verb string) (kubeconfig, service
 	applyObjects(t, limited, false)
 	t.Cleanup(func() { deleteObjects(t, limited) })
 	return serviceAccountKubeconfig(t, deploySystemNamespace, name), name
+}
+
+// TestWebhookNotReadyWithoutItsSecret runs the controller as deployed, its
+// conversion webhook on, as a ServiceAccount bound to the ClusterRole and
+// the leader election Role but not to the webhook's Role: its keeper is
+// refused the Secret, so it has no certificate and answers no review. It
+// must not count as ready (a rollout would go on replacing the replicas
+// that do answer): /readyz fails naming the webhook, the log the refusal,
+// while /healthz passes; granted the Role, it becomes ready with no
+// restart.
+func TestWebhookNotReadyWithoutItsSecret(t *testing.T) {
+	objs := renderDeploy(t)
+	installDeployRBAC(t, objs)
+	name := "foo-controller-without-webhook-" + utilrand.String(5)
+	limited := []*unstructured.Unstructured{
+		typedToUnstructured(t, &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: deploySystemNamespace},
+		}),
+		typedToUnstructured(t, serviceAccountBinding("ClusterRoleBinding", name, "", "ClusterRole", "foo-controller", name)),
+		typedToUnstructured(t, serviceAccountBinding("RoleBinding", name, deploySystemNamespace, "Role", deployLeaderRole, name)),
+	}
+	applyObjects(t, limited, false)
+	t.Cleanup(func() { deleteObjects(t, limited) })
+	kubeconfig := serviceAccountKubeconfig(t, deploySystemNamespace, name)
+
+	s := newScenario(t)
+	probe := freeAddr(t)
+	ctrl := s.startControllerAs(kubeconfig, append(leaderElectionArgs("foo-controller-"+s.ns),
+		"-webhook-bind-address=127.0.0.1:0", "-health-probe-bind-address="+probe)...)
+	s.eventually(time.Minute, "/readyz failing on the webhook alone", func() (bool, string) {
+		code, body := httpGet("http://" + probe + "/readyz")
+		return code == http.StatusInternalServerError && strings.Contains(body, "conversion-webhook: no serving certificate yet") &&
+			!strings.Contains(body, "informers"), fmt.Sprintf("%d %s", code, body)
+	})
+	if code, body := httpGet("http://" + probe + "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %s; a replica waiting for its certificate is alive", code, body)
+	}
+	s.eventually(30*time.Second, "the refusal in the log", func() (bool, string) {
+		lines := ctrl.logLines("forbidden")
+		return slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "secrets") }), strings.Join(lines, "\n")
+	})
+
+	grant := []*unstructured.Unstructured{typedToUnstructured(t,
+		serviceAccountBinding("RoleBinding", name+"-webhook", deploySystemNamespace, "Role", "foo-controller-webhook", name))}
+	applyObjects(t, grant, false)
+	t.Cleanup(func() { deleteObjects(t, grant) })
+	start := time.Now()
+	s.eventually(2*time.Minute, "/readyz passing once granted", func() (bool, string) {
+		code, body := httpGet("http://" + probe + "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	t.Logf("ready %v after the Role was granted", time.Since(start).Round(time.Millisecond))
+	if !ctrl.running() {
+		t.Fatalf("the controller exited: %v", ctrl.err)
+	}
 }

@@ -103,6 +103,17 @@ func (k *Keeper) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) 
 	return nil, errors.New("no serving certificate yet")
 }
 
+// Ready reports whether the keeper has a certificate to serve: a replica
+// without one answers no review (the API server fails every request that
+// needs it), so it should not count as ready while a rollout replaces the
+// replicas that do.
+func (k *Keeper) Ready() error {
+	if k.cert.Load() == nil {
+		return errors.New("no serving certificate yet (the log says why: \"Keeping the webhook certificate failed\")")
+	}
+	return nil
+}
+
 // Run keeps the certificate until ctx ends.
 func (k *Keeper) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("secret", k.Secret, "crd", k.CRD)
