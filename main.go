@@ -118,10 +118,11 @@ func run(ctx context.Context, o options) (err error) {
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	webhookReady, err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace)
+	webhookReady, stopWebhook, err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace)
 	if err != nil {
 		return err
 	}
+	defer stopWebhook() // last: it answers through the drain
 	var ready atomic.Pointer[func() error]
 	if err := serveProbes(ctx, o, electionHealth, member, &ready, webhookReady); err != nil {
 		return err

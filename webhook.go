@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -20,24 +22,32 @@ import (
 // controller serves.
 const fooCRD = "foos." + samplev1alpha1.GroupName
 
+// webhookLinger is how long the webhook keeps answering after the signal
+// to stop, at least: the Pod leaves the Service's endpoints as it starts
+// terminating, but the API server may still be sending it reviews for a
+// few seconds, and a standby, with nothing to drain, would otherwise stop
+// at once.
+const webhookLinger = 5 * time.Second
+
 // serveConversionWebhook serves the CRD conversion webhook (pkg/webhook,
-// docs/evolving-the-api.md) in every replica, leader or not, and before
-// the informers start: listing Foos stored in one version in another may
-// need it. Its clients are outside the write guard: the certificate's
-// Secret and the CRD's caBundle are no Foo's, and a standby keeps them
-// too. The readiness check it returns fails until a certificate is served
-// (nil when the webhook is off).
-func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, namespace string) (ready func() error, err error) {
+// docs/evolving-the-api.md) in every replica, leader or not. Its clients
+// are outside the write guard: the certificate's Secret and the CRD's
+// caBundle are no Foo's, and a standby keeps them too. The readiness
+// check it returns fails until a certificate is served. It goes on
+// answering after ctx ends, through the controller's drain, until stop is
+// called, which waits for webhookLinger past the end of ctx, then stops it.
+// Both are nil when the webhook is off.
+func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, namespace string) (ready func() error, stop func(), err error) {
 	if o.webhookAddr == "" || o.webhookAddr == "0" {
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hosts := o.webhookHosts
 	if len(hosts) == 0 {
@@ -48,17 +58,29 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 	}
 	lis, err := net.Listen("tcp", o.webhookAddr)
 	if err != nil {
-		return nil, fmt.Errorf("conversion webhook: %w", err)
+		return nil, nil, fmt.Errorf("conversion webhook: %w", err)
 	}
 	keeper := &webhook.Keeper{Kube: kube, Dynamic: dyn, CRD: fooCRD, Hosts: hosts,
 		Secret: types.NamespacedName{Namespace: namespace, Name: o.webhookSecret}}
 	logger := klog.FromContext(ctx)
+	var signalled atomic.Pointer[time.Time]
+	context.AfterFunc(ctx, func() { now := time.Now(); signalled.Store(&now) })
+	served, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
 	go func() {
-		if err := webhook.Run(ctx, lis, keeper, webhook.NewConverter(fooscheme.Scheme)); err != nil {
+		defer close(done)
+		if err := webhook.Run(served, lis, keeper, webhook.NewConverter(fooscheme.Scheme)); err != nil {
 			logger.Error(err, "Conversion webhook stopped")
 		}
 	}()
+	stop = func() {
+		if t := signalled.Load(); t != nil {
+			time.Sleep(time.Until(t.Add(webhookLinger)))
+		}
+		cancel()
+		<-done
+	}
 	logger.Info("Serving the conversion webhook", "address", lis.Addr().String(), "path", webhook.Path,
 		"secret", keeper.Secret, "hosts", hosts)
-	return keeper.Ready, nil
+	return keeper.Ready, stop, nil
 }

@@ -49,6 +49,19 @@ for a in "${args[@]}"; do
     case "$a" in -kubeconfig=* | --kubeconfig=*) kubeconfig="${a#*=}" ;; esac
 done
 
+refuse_webhook_arg() {
+    for a in "${args[@]}"; do
+        case "${a}" in -webhook-bind-address* | --webhook-bind-address*)
+            echo "run-local: on the local control plane the webhook is served on 127.0.0.1:9443 (replica i: 9443+10i) and the CRD pointed at it; give no -webhook-bind-address in ARGS" >&2
+            exit 2
+            ;;
+        esac
+    done
+}
+if [[ -z "${kubeconfig}" ]]; then
+    refuse_webhook_arg
+fi
+
 BIN="$(hack/install-testbin.sh --print-dir)" # for kubectl
 KUBECTL="${BIN}/kubectl"
 
@@ -67,6 +80,16 @@ if [[ -z "${kubeconfig}" ]]; then
     local_plane=1
 fi
 export KUBECONFIG="${kubeconfig}"
+# A KUBECONFIG of a plane on this machine (hack/local-up.sh's, say) can
+# reach a webhook on 127.0.0.1: wire it as for the plane started here.
+if [[ -z "${local_plane:-}" ]]; then
+    case "$("${KUBECTL}" config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null)" in
+    https://127.0.0.1:* | https://localhost:* | https://\[::1\]:*)
+        refuse_webhook_arg
+        local_plane=1
+        ;;
+    esac
+fi
 
 # The CRD serves v1beta1 through the conversion webhook, which the shipped
 # CRD expects behind the Service of artifacts/deploy. On the local control
@@ -78,18 +101,23 @@ export KUBECONFIG="${kubeconfig}"
 webhook=""
 if [[ -n "${local_plane:-}" ]]; then
     webhook=1
-    for a in "${args[@]}"; do
-        case "${a}" in -webhook-bind-address* | --webhook-bind-address*) webhook="" ;; esac
-    done
+elif ! "${KUBECTL}" get service -n foo-system foo-controller-webhook >/dev/null 2>&1; then
+    echo "run-local: WARNING: no Service foo-system/foo-controller-webhook in this cluster: the CRD's conversion webhook (artifacts/deploy) is not running there, so requests in v1beta1, kubectl's default version, fail, and so does deleting a namespace holding Foos; use foos.v1alpha1.samplecontroller.example.com, or install artifacts/deploy (docs/evolving-the-api.md, section 7)" >&2
 fi
 
 go build -o _output/bin/foo-controller .
 if [[ -n "${webhook}" ]]; then
-    # The shipped clientConfig's service: block, replaced by a url:.
+    # The shipped clientConfig's service: block, replaced by a url:. First
+    # on the CRD already there, if any: an apply (client- or server-side)
+    # that removes the service another apply set, and sets the url, is
+    # refused as holding both.
+    "${KUBECTL}" patch crd foos.samplecontroller.example.com --type=merge \
+        -p '{"spec":{"conversion":{"webhook":{"clientConfig":{"service":null,"url":"https://127.0.0.1:9443/convert"}}}}}' >/dev/null 2>&1 || true
     awk '
         /^        service:$/ && !done { print "        url: https://127.0.0.1:9443/convert"; skip = 1; done = 1; next }
         skip && /^          / { next }
         { skip = 0; print }
+        END { if (!done) { print "run-local: no clientConfig.service in artifacts/examples/crd.yaml" > "/dev/stderr"; exit 1 } }
     ' artifacts/examples/crd.yaml | "${KUBECTL}" apply -f -
 else
     "${KUBECTL}" apply -f artifacts/examples/crd.yaml
@@ -105,6 +133,7 @@ run-local: starting foo-controller (Ctrl-C to stop). In another terminal:
     kubectl get deploy,pods -l app.kubernetes.io/managed-by=foo-controller
     kubectl scale foo/example-foo --replicas=3
     kubectl describe foo example-foo         # status, conditions and Events
+    kubectl get foos.v1beta1.samplecontroller.example.com example-foo -o yaml   # the same Foo in v1beta1, converted by the webhook
 
 MSG
 # Not exec: the EXIT trap must still run after the controller stops.

@@ -59,9 +59,16 @@ go -C "${TOOLS_MOD}" build -o "${GOBIN}/controller-gen" sigs.k8s.io/controller-t
 # Service of artifacts/deploy; `make run`, the bench and the integration
 # tests point it at their own webhook (a URL) after installing the CRD.
 # The caBundle is left out: the controller injects it (pkg/webhook).
+if grep -q '^  conversion:' "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"; then
+    echo "update-codegen: controller-gen wrote spec.conversion itself: drop the stanza below" >&2
+    exit 1
+fi
 awk '
     { print }
     /^spec:$/ && !done {
+        print "  # Needs the webhook of artifacts/deploy (the Service below) running:"
+        print "  # without it, requests in v1beta1 (kubectl'"'"'s default, the preferred"
+        print "  # version) fail. make run and the tests point it at their own by URL."
         print "  conversion:"
         print "    strategy: Webhook"
         print "    webhook:"
@@ -75,7 +82,7 @@ awk '
         print "      - v1"
         done = 1
     }
-' "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp" > "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp2"
+    END { if (!done) { print "update-codegen: no top-level spec: in the CRD" > "/dev/stderr"; exit 1 } }
+' "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp" > "${REPO_ROOT}/artifacts/examples/crd.yaml.new"
 rm "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"
-mv "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp2" "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp"
-mv "${REPO_ROOT}/artifacts/examples/crd.yaml.tmp" "${REPO_ROOT}/artifacts/examples/crd.yaml"
+mv "${REPO_ROOT}/artifacts/examples/crd.yaml.new" "${REPO_ROOT}/artifacts/examples/crd.yaml"

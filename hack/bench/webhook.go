@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -30,6 +33,11 @@ import (
 // up through the controller's restarts and the replicas' comings and
 // goings. Its log is _output/bench-webhook.log.
 func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string) error {
+	// The API server must reach the bench's 127.0.0.1: a plane on this
+	// machine, not a cluster whose CRD (and webhook) this would take over.
+	if u, err := url.Parse(cfg.Host); err != nil || !slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, u.Hostname()) {
+		return fmt.Errorf("the bench serves the CRD's conversion webhook on 127.0.0.1 and points the CRD at it: run it on a control plane on this machine (KUBECONFIG unset, or hack/local-up.sh's), not %s", cfg.Host)
+	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -40,6 +48,9 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll("_output", 0o755); err != nil {
 		return err
 	}
 	logPath, _ := filepath.Abs("_output/bench-webhook.log")
@@ -67,8 +78,8 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
 		return err
 	}
-	url := "https://" + lis.Addr().String() + webhook.Path
-	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"url": url}, "spec", "conversion", "webhook", "clientConfig"); err != nil {
+	webhookURL := "https://" + lis.Addr().String() + webhook.Path
+	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"url": webhookURL}, "spec", "conversion", "webhook", "clientConfig"); err != nil {
 		return err
 	}
 	if b, err = yaml.Marshal(crd.Object); err != nil {
@@ -85,11 +96,24 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 	if err := local.Close(); err != nil {
 		return err
 	}
-	progress("installing the CRD, its conversion webhook served by the bench at %s (log: %s)", url, logPath)
+	progress("installing the CRD, its conversion webhook served by the bench at %s (log: %s)", webhookURL, logPath)
+	// First on the CRD already there, if any: an apply that drops the
+	// service another apply (make run's, a user's) set, and sets the url,
+	// is refused as holding both. Nothing to do on a new plane (NotFound),
+	// or on a CRD converting with None (Invalid: the apply sets it all).
+	if err := webhook.PointAt(ctx, dyn, keeper.CRD, webhookURL); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+		return err
+	}
 	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", local.Name()); err != nil {
 		return err
 	}
-	_, err = output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
-		"crd/foos.samplecontroller.example.com", "--timeout=60s")
-	return err
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
+		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
+		return err
+	}
+	// Converting from the first Foo on: the keeper has injected its CA.
+	if err := webhook.WaitInjected(ctx, dyn, keeper.CRD, time.Minute); err != nil {
+		return fmt.Errorf("the conversion webhook (log: %s): %w", logPath, err)
+	}
+	return nil
 }

@@ -164,7 +164,7 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 
 	caFile := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(caFile, apiserver.CA, 0o600); err != nil {
-		return nil, err
+		return c, err
 	}
 
 	// Flags as in hack/local-up.sh (see the reasons there); serving ports
@@ -184,7 +184,7 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 		// deployment controller is not what is under test.
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
 	); err != nil {
-		return nil, err
+		return c, err
 	}
 	schedCfg := filepath.Join(dir, "kube-scheduler.yaml")
 	if err := os.WriteFile(schedCfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
@@ -196,14 +196,14 @@ clientConnection:
 leaderElection:
   leaderElect: false
 `, kubeconfigs["kube-scheduler"])), 0o600); err != nil {
-		return nil, err
+		return c, err
 	}
 	if err := c.start("kube-scheduler", "--config="+schedCfg, "--secure-port=0"); err != nil {
-		return nil, err
+		return c, err
 	}
 	kwokDir := filepath.Join(dir, "kwok")
 	if err := os.MkdirAll(kwokDir, 0o700); err != nil {
-		return nil, err
+		return c, err
 	}
 	if err := c.startEnv("kwok", []string{"KWOK_WORKDIR=" + kwokDir},
 		"--kubeconfig="+kubeconfigs["kwok"],
@@ -213,10 +213,10 @@ leaderElection:
 		"--node-lease-duration-seconds=40",
 		"--cidr=127.100.0.0/16",
 	); err != nil {
-		return nil, err
+		return c, err
 	}
 	if err := c.createNodes(ctx, 3); err != nil {
-		return nil, err
+		return c, err
 	}
 	return c, nil
 }

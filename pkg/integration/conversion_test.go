@@ -15,12 +15,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -75,6 +78,23 @@ func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url s
 		}
 	})
 	return "https://" + lis.Addr().String() + webhook.Path, stop, other
+}
+
+// webhookAddress is the address the controller serves its webhook on, as
+// its log says (it was given port 0).
+func (s *scenario) webhookAddress(ctrl *process) string {
+	s.t.Helper()
+	var addr string
+	s.eventually(30*time.Second, "the webhook served", func() (bool, string) {
+		for _, l := range ctrl.logLines("Serving the conversion webhook") {
+			if m := regexp.MustCompile(`address="([^"]+)"`).FindStringSubmatch(l); m != nil {
+				addr = m[1]
+				return true, ""
+			}
+		}
+		return false, "no log line"
+	})
+	return addr
 }
 
 // serveV1beta1 points the CRD's conversion at the webhook at url, with no
@@ -269,6 +289,11 @@ func TestConversionWebhook(t *testing.T) {
 	if r, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas"); r != 3 {
 		t.Fatalf("v1beta1 scale: spec.replicas %d, want 3", r)
 	}
+	// A Foo named without its version is read in the preferred one,
+	// v1beta1: Kubernetes orders beta above alpha.
+	if out, err := s.kubectl("get", "foo", "a", "-o", "custom-columns=X:.apiVersion", "--no-headers"); err != nil || strings.TrimSpace(out) != "samplecontroller.example.com/v1beta1" {
+		t.Fatalf("kubectl get foo, no version named: %q, %v; want v1beta1, the preferred version", out, err)
+	}
 	for _, version := range []string{"v1alpha1", "v1beta1"} {
 		out, err := s.kubectl("get", "foos."+version+".samplecontroller.example.com", "a", "-o", "custom-columns=X:.apiVersion", "--no-headers")
 		if err != nil || strings.TrimSpace(out) != "samplecontroller.example.com/"+version {
@@ -309,22 +334,14 @@ func TestConversionWebhook(t *testing.T) {
 // -webhook-bind-address, serves the webhook and keeps its certificate
 // (issued for 127.0.0.1 and localhost outside a cluster) in the Secret of
 // its leader election namespace; with v1beta1 served through it, Foos
-// converge as before and read in both versions; once the controller has
-// stopped, only the version not stored fails.
+// converge as before and read in both versions; signalled to stop, it
+// answers for 5 s more; once it has stopped, only the version not stored
+// fails.
 func TestConversionWebhookServedByTheController(t *testing.T) {
 	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
 	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
-	var addr string
-	s.eventually(30*time.Second, "the webhook served", func() (bool, string) {
-		for _, l := range ctrl.logLines("Serving the conversion webhook") {
-			if m := regexp.MustCompile(`address="([^"]+)"`).FindStringSubmatch(l); m != nil {
-				addr = m[1]
-				return true, ""
-			}
-		}
-		return false, "no log line"
-	})
+	addr := s.webhookAddress(ctrl)
 	serveV1beta1(t, s, "https://"+addr+webhook.Path)
 	var secret *corev1.Secret
 	s.eventually(30*time.Second, "the webhook's Secret", func() (bool, string) {
@@ -348,9 +365,23 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 		return got.Spec.Deployment.Name == "web-a", fmt.Sprintf("spec %+v", got.Spec)
 	})
 
-	if err := ctrl.stop(30 * time.Second); err != nil {
+	// Signalled, it goes on answering for webhookLinger (5 s) at least:
+	// the reviews the API server still sends it as its Pod leaves the
+	// Service's endpoints.
+	signalled := time.Now()
+	if err := ctrl.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	for time.Since(signalled) < 4*time.Second {
+		if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
+			t.Fatalf("a v1beta1 read %v after the signal: %v; the webhook must answer for 5 s", time.Since(signalled).Round(time.Millisecond), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := ctrl.wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the controller exited %v after the signal", time.Since(signalled).Round(time.Millisecond))
 	if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
 		t.Fatalf("v1beta1 read with the controller stopped: %v", err)
 	}
@@ -401,15 +432,17 @@ func TestConversionWebhookOutage(t *testing.T) {
 	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
 		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
 	serve := func(lis net.Listener) (stop func()) {
-		ctx, cancel := context.WithCancel(s.ctx)
+		ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
 		done := make(chan error, 1)
 		go func() { done <- webhook.Run(ctx, lis, keeper, counted) }()
-		return func() {
+		// Once only: a test that fails between the stop and the restart
+		// below would stop it again in its cleanup.
+		return sync.OnceFunc(func() {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("webhook: %v", err)
 			}
-		}
+		})
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -526,5 +559,84 @@ func TestConversionWebhookOutage(t *testing.T) {
 	// Its cache of v1beta1 filled one Foo per review.
 	if objects.Load()-o0 < 21 || largest.Load() != 1 {
 		t.Errorf("the API server's restart: %d objects converted, at most %d in one review; want every Foo, one per review", objects.Load()-o0, largest.Load())
+	}
+}
+
+// TestUpgradeToTwoServedVersions upgrades, in the order
+// artifacts/deploy/README.md gives, from a release whose CRD served
+// v1alpha1 alone (v1beta1 not served, no conversion) with Foos in it: the
+// new controller first, which serves its certificate with nothing to
+// inject (no error, no write to the CRD), then the new CRD, whose caBundle
+// it fills at once; v1beta1 then reads the Foos written before, and they
+// are not rewritten.
+func TestUpgradeToTwoServedVersions(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
+	s := newScenarioOn(t, cl)
+	// The previous release's CRD.
+	crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	beta := -1
+	for i, v := range versions {
+		if v.(map[string]any)["name"] == "v1beta1" {
+			beta = i
+		}
+	}
+	old, _ := json.Marshal([]map[string]any{
+		{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", beta), "value": false},
+		{"op": "replace", "path": "/spec/conversion", "value": map[string]any{"strategy": "None"}},
+	})
+	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, old, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	foo := s.createFoo(newFoo("a", "web-a", 1))
+
+	// The new controller.
+	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
+	s.waitConverged("a", time.Minute)
+	addr := s.webhookAddress(ctrl)
+	s.eventually(30*time.Second, "the webhook's Secret", func() (bool, string) {
+		_, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	time.Sleep(2 * time.Second)
+	if got, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{}); err != nil || got.GetGeneration() != crd.GetGeneration()+1 ||
+		got.GetAnnotations()[webhook.CABundleFromAnnotation] != "" {
+		t.Fatalf("the old CRD was written by the new controller: generation %d (after the downgrade %d), annotations %v, %v",
+			got.GetGeneration(), crd.GetGeneration()+1, got.GetAnnotations(), err)
+	}
+	if lines := ctrl.logLines("Keeping the webhook certificate failed"); len(lines) > 0 {
+		t.Fatalf("the keeper failed on the old CRD:\n%s", strings.Join(lines, "\n"))
+	}
+
+	// The new CRD (as shipped; the URL for the Service).
+	upgrade, _ := json.Marshal([]map[string]any{
+		{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", beta), "value": true},
+	})
+	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, upgrade, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	start := time.Now()
+	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
+		got, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Get(s.ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Spec.Deployment.Name == "web-a", fmt.Sprintf("spec %+v", got.Spec)
+	})
+	t.Logf("v1beta1 read %v after the new CRD", time.Since(start).Round(time.Millisecond))
+	got, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil || got.GetAnnotations()[webhook.CABundleFromAnnotation] != s.ns+"/foo-controller-webhook-cert" {
+		t.Fatalf("the caBundle's owner: %v, %v", got.GetAnnotations(), err)
+	}
+	after, err := s.getFoo("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Generation != foo.Generation || !meta.IsStatusConditionTrue(after.Status.Conditions, samplev1alpha1.ConditionReady) {
+		t.Fatalf("the Foo after the upgrade: generation %d -> %d, status %+v", foo.Generation, after.Generation, after.Status)
 	}
 }

@@ -454,6 +454,7 @@ func TestRunLocalRefusesReplicasThatWouldNotShare(t *testing.T) {
 		{"-shard-slots 4", "with '='"},
 		{"-metrics-bind-address=:9000", "no -metrics-bind-address"},
 		{"--health-probe-bind-address=:9001", "no -metrics-bind-address or -health-probe-bind-address"},
+		{"-shard-slots=4 -webhook-bind-address=:9999", "give no -webhook-bind-address"},
 	} {
 		cmd := exec.Command("bash", filepath.Join(repoRoot, "hack", "run-local.sh"))
 		// No KUBECONFIG, so that reaching further would start a plane:

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -106,7 +105,10 @@ func (c *cluster) serveConversionWebhook(ctx context.Context) error {
 		_, _ = fmt.Fprintln(logFile, time.Now().Format(time.RFC3339Nano), prefix, args)
 	}, funcr.Options{})
 	keeper := &webhook.Keeper{Kube: c.kube, Dynamic: dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1", "localhost"}, Secret: harnessWebhookSecret}
-	ctx, cancel := context.WithCancel(klog.NewContext(ctx, logger))
+	// Not the caller's context (a private plane's is its test's, which
+	// ends before the cleanups that delete namespaces, which need the
+	// webhook): it stops with the plane.
+	ctx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
 	done := make(chan error, 1)
 	go func() { done <- webhook.Run(ctx, lis, keeper, webhook.NewConverter(fooscheme.Scheme)) }()
 	c.stopWebhook = func() {
@@ -120,25 +122,11 @@ func (c *cluster) serveConversionWebhook(ctx context.Context) error {
 	// The shipped clientConfig names the Service of artifacts/deploy,
 	// which nothing here routes to: a URL instead, as `make run` does.
 	url := "https://" + lis.Addr().String() + webhook.Path
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{
-		"clientConfig": map[string]any{"service": nil, "url": url}}}}})
-	if _, err := dyn.Resource(webhook.CRDs).Patch(ctx, fooCRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := webhook.PointAt(ctx, dyn, fooCRD, url); err != nil {
 		return fmt.Errorf("pointing the CRD at the conversion webhook: %w", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		crd, err := dyn.Resource(webhook.CRDs).Get(ctx, fooCRD, metav1.GetOptions{})
-		if err == nil {
-			if b, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); b != "" {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("the caBundle is empty")
-			}
-			return fmt.Errorf("no caBundle injected into the CRD a minute after starting the conversion webhook (log: %s): %w", logFile.Name(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := webhook.WaitInjected(ctx, dyn, fooCRD, time.Minute); err != nil {
+		return fmt.Errorf("the conversion webhook (log: %s): %w", logFile.Name(), err)
 	}
+	return nil
 }

@@ -41,10 +41,11 @@ var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 // (GetCertificate). It is the controller pattern once more, on one key: two
 // informers, each on one object, feed a workqueue whose worker runs sync.
 //
-// Every replica runs one, leader or not: the webhook must be served
-// before any replica's informers can list Foos stored in the other
-// version. They write the same Secret under its resourceVersion, so one
-// wins and the others re-read.
+// Every replica runs one, leader or not: while a CRD serves two versions,
+// the API server needs the webhook for every Foo written and to fill its
+// cache of the version not stored, whichever replica leads. They write
+// the same Secret under its resourceVersion, so one wins and the others
+// re-read.
 type Keeper struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
@@ -145,7 +146,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		go inf.RunWithContext(ctx)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), secrets.HasSynced, crds.HasSynced) {
-		return ctx.Err()
+		return nil // stopped before the caches synced: a stop, not a failure
 	}
 	queue.Add(key)
 	go func() {
