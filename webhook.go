@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -73,6 +74,15 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 			logger.Error(err, "Conversion webhook stopped")
 		}
 	}()
+	// Not ready once it has stopped on its own: it answers nothing more.
+	ready = func() error {
+		select {
+		case <-done:
+			return errors.New("stopped (the log says why)")
+		default:
+			return keeper.Ready()
+		}
+	}
 	stop = func() {
 		if t := signalled.Load(); t != nil {
 			time.Sleep(time.Until(t.Add(webhookLinger)))
@@ -82,5 +92,5 @@ func serveConversionWebhook(ctx context.Context, o options, cfg *rest.Config, na
 	}
 	logger.Info("Serving the conversion webhook", "address", lis.Addr().String(), "path", webhook.Path,
 		"secret", keeper.Secret, "hosts", hosts)
-	return keeper.Ready, stop, nil
+	return ready, stop, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -42,9 +43,11 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	"example.com/foo-controller/pkg/webhook"
 )
 
 // The tests in this file install artifacts/deploy (rendered by the real
@@ -969,4 +972,73 @@ func TestWebhookNotReadyWithoutItsSecret(t *testing.T) {
 	if !ctrl.running() {
 		t.Fatalf("the controller exited: %v", ctrl.err)
 	}
+}
+
+// TestDeployServesTheCRDsWebhook: the names the shipped CRD's conversion
+// webhook gives (Service, namespace, port, path) are those artifacts/deploy
+// serves it at: a Service of that name and namespace whose port sends to the
+// container port the controller's -webhook-bind-address listens on, selecting
+// the controller's pods. Written in four files, checked together here.
+func TestDeployServesTheCRDsWebhook(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "artifacts", "examples", "crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	svcRef, _, _ := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service")
+	name, _ := svcRef["name"].(string)
+	namespace, _ := svcRef["namespace"].(string)
+	port := asInt(svcRef["port"])
+	if path, _ := svcRef["path"].(string); path != webhook.Path {
+		t.Errorf("the CRD's webhook path %q, the controller serves %q", path, webhook.Path)
+	}
+
+	objs := renderDeploy(t)
+	svc := objectOf(t, objs, "Service", name)
+	if svc.GetNamespace() != namespace {
+		t.Fatalf("Service %s is in %q, the CRD names %q", name, svc.GetNamespace(), namespace)
+	}
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	var targetPort string
+	for _, p := range ports {
+		if p := p.(map[string]any); asInt(p["port"]) == port {
+			targetPort, _ = p["targetPort"].(string)
+		}
+	}
+	dep := objectOf(t, objs, "Deployment", "foo-controller")
+	selector, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	labels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
+	for k, v := range selector {
+		if labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, the controller's pods are labelled %v", name, k, v, labels)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	var containerPort int64
+	cports, _, _ := unstructured.NestedSlice(c, "ports")
+	for _, p := range cports {
+		if p := p.(map[string]any); p["name"] == targetPort {
+			containerPort = asInt(p["containerPort"])
+		}
+	}
+	args, _, _ := unstructured.NestedStringSlice(c, "args")
+	if want := fmt.Sprintf("-webhook-bind-address=:%d", containerPort); containerPort == 0 || !slices.Contains(args, want) {
+		t.Errorf("Service %s port %d -> targetPort %q -> container port %d; the controller's args %v, want %s", name, port, targetPort, containerPort, args, want)
+	}
+}
+
+// asInt is a JSON number as decoded: float64 by sigs.k8s.io/yaml, int64 by
+// the unstructured decoder.
+func asInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
 }
