@@ -80,15 +80,13 @@ if [[ -z "${kubeconfig}" ]]; then
     local_plane=1
 fi
 export KUBECONFIG="${kubeconfig}"
-# A KUBECONFIG of a plane on this machine (hack/local-up.sh's, say) can
-# reach a webhook on 127.0.0.1: wire it as for the plane started here.
-if [[ -z "${local_plane:-}" ]]; then
-    case "$("${KUBECTL}" config view --minify -o jsonpath='{.clusters[0].cluster.server}' 2>/dev/null)" in
-    https://127.0.0.1:* | https://localhost:* | https://\[::1\]:*)
-        refuse_webhook_arg
-        local_plane=1
-        ;;
-    esac
+# The KUBECONFIG hack/local-up.sh wrote is the local plane too, whose API
+# server reaches a webhook on 127.0.0.1. Not any server on 127.0.0.1: kind's
+# kubeconfig names one, but its API server runs in a container, where
+# 127.0.0.1 is not this machine.
+if [[ -z "${local_plane:-}" && "$(realpath -m "${kubeconfig}")" == "$(realpath -m "${FOO_LOCAL_DIR:-${TMPDIR:-/tmp}/foo-controller-local}/kubeconfig")" ]]; then
+    refuse_webhook_arg
+    local_plane=1
 fi
 
 # The CRD serves v1beta1 through the conversion webhook, which the shipped

@@ -436,9 +436,12 @@ func run(ctx context.Context, o options) (err error) {
 	// Until run returns: the deferred namespace deletions need it too.
 	webhookCtx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWebhook()
-	if err := installCRD(webhookCtx, rest.CopyConfig(cfg), kubectl, kubeconfig); err != nil {
+	local := ownPlane || sameFile(kubeconfig, filepath.Join(localDir(), "kubeconfig"))
+	restoreCRD, err := installCRD(webhookCtx, rest.CopyConfig(cfg), kubectl, kubeconfig, local)
+	if err != nil {
 		return err
 	}
+	defer restoreCRD()
 	progress("building the controller")
 	bin := "_output/bin/foo-controller"
 	if _, err := output("go", "build", "-o", bin, "."); err != nil {

@@ -26,11 +26,7 @@ func localPlane(ours bool) plane {
 	if !ours {
 		return p
 	}
-	dir := os.Getenv("FOO_LOCAL_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "foo-controller-local")
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	files, _ := filepath.Glob(filepath.Join(localDir(), "pids", "*.pid"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -41,6 +37,21 @@ func localPlane(ours bool) plane {
 		}
 	}
 	return p
+}
+
+// localDir is hack/local-up.sh's directory for the local control plane.
+func localDir() string {
+	if dir := os.Getenv("FOO_LOCAL_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(os.TempDir(), "foo-controller-local")
+}
+
+// sameFile reports whether two paths name the same file.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }
 
 // cpuMark is the CPU seconds each process had used at one instant: the

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -32,31 +32,35 @@ import (
 // v1beta1. Served here rather than by the controller under test, it stays
 // up through the controller's restarts and the replicas' comings and
 // goings. Its log is _output/bench-webhook.log.
-func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string) error {
-	// The API server must reach the bench's 127.0.0.1: a plane on this
-	// machine, not a cluster whose CRD (and webhook) this would take over.
-	if u, err := url.Parse(cfg.Host); err != nil || !slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, u.Hostname()) {
-		return fmt.Errorf("the bench serves the CRD's conversion webhook on 127.0.0.1 and points the CRD at it: run it on a control plane on this machine (KUBECONFIG unset, or hack/local-up.sh's), not %s", cfg.Host)
+//
+// local says the plane is hack/local-up.sh's, whose API server reaches this
+// machine's 127.0.0.1 (a kind cluster's kubeconfig names 127.0.0.1 too, but
+// its API server runs in a container). restore points the CRD back where
+// it pointed before, if it existed: a plane the bench did not start stays
+// as make run left it.
+func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string, local bool) (restore func(), err error) {
+	if !local {
+		return nil, fmt.Errorf("the bench serves the CRD's conversion webhook on 127.0.0.1 and points the CRD at it: run it on the local control plane (KUBECONFIG unset, or hack/local-up.sh's), not %s", cfg.Host)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.MkdirAll("_output", 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	logPath, _ := filepath.Abs("_output/bench-webhook.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	logger := funcr.New(func(prefix, args string) {
 		_, _ = fmt.Fprintln(logFile, time.Now().Format(time.RFC3339Nano), prefix, args)
@@ -72,48 +76,63 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 
 	b, err := os.ReadFile("artifacts/examples/crd.yaml")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	crd := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
-		return err
+		return nil, err
 	}
 	webhookURL := "https://" + lis.Addr().String() + webhook.Path
 	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"url": webhookURL}, "spec", "conversion", "webhook", "clientConfig"); err != nil {
-		return err
+		return nil, err
 	}
 	if b, err = yaml.Marshal(crd.Object); err != nil {
-		return err
+		return nil, err
 	}
-	local, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
+	crdFile, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = os.Remove(local.Name()) }()
-	if _, err := local.Write(b); err != nil {
-		return err
+	defer func() { _ = os.Remove(crdFile.Name()) }()
+	if _, err := crdFile.Write(b); err != nil {
+		return nil, err
 	}
-	if err := local.Close(); err != nil {
-		return err
+	if err := crdFile.Close(); err != nil {
+		return nil, err
 	}
 	progress("installing the CRD, its conversion webhook served by the bench at %s (log: %s)", webhookURL, logPath)
 	// First on the CRD already there, if any: an apply that drops the
 	// service another apply (make run's, a user's) set, and sets the url,
 	// is refused as holding both. Nothing to do on a new plane (NotFound),
 	// or on a CRD converting with None (Invalid: the apply sets it all).
-	if err := webhook.PointAt(ctx, dyn, keeper.CRD, webhookURL); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-		return err
+	restore = func() {}
+	if prev, err := dyn.Resource(webhook.CRDs).Get(ctx, keeper.CRD, metav1.GetOptions{}); err == nil {
+		was, _, _ := unstructured.NestedMap(prev.Object, "spec", "conversion", "webhook", "clientConfig")
+		if was["url"] != nil || was["service"] != nil {
+			restore = func() {
+				patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{"webhook": map[string]any{
+					"clientConfig": map[string]any{"url": was["url"], "service": was["service"]}}}}})
+				if _, err := dyn.Resource(webhook.CRDs).Patch(context.WithoutCancel(ctx), keeper.CRD, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					progress("could not point the CRD's conversion webhook back where it was (%v): kubectl patch crd %s --type=merge -p '%s'", err, keeper.CRD, patch)
+					return
+				}
+				progress("the CRD's conversion webhook points back where it was")
+			}
+		}
 	}
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", local.Name()); err != nil {
-		return err
+	if err := webhook.PointAt(ctx, dyn, keeper.CRD, webhookURL); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+		return nil, err
+	}
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crdFile.Name()); err != nil {
+		return nil, err
 	}
 	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
 		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
-		return err
+		return nil, err
 	}
 	// Converting from the first Foo on: the keeper has injected its CA.
 	if err := webhook.WaitInjected(ctx, dyn, keeper.CRD, time.Minute); err != nil {
-		return fmt.Errorf("the conversion webhook (log: %s): %w", logPath, err)
+		return nil, fmt.Errorf("the conversion webhook (log: %s): %w", logPath, err)
 	}
-	return nil
+	return restore, nil
 }
