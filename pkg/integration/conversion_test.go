@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
@@ -640,4 +642,88 @@ func TestUpgradeToTwoServedVersions(t *testing.T) {
 	if after.Generation != foo.Generation || !meta.IsStatusConditionTrue(after.Status.Conditions, samplev1alpha1.ConditionReady) {
 		t.Fatalf("the Foo after the upgrade: generation %d -> %d, status %+v", foo.Generation, after.Generation, after.Status)
 	}
+}
+
+// TestKeeperAfterItsWatchesExpired: the certificate keeper is cut off from
+// the API server while its Secret is deleted and etcd's history compacted
+// past what its informers resume from (410 Gone; the API server without
+// its watch cache, so the watch really goes to etcd). Back on the network,
+// it lists again, finds the Secret gone, makes a new CA and certificate,
+// injects the CA, and v1beta1 reads work again: nothing it watches can be
+// missed because a watch expired.
+func TestKeeperAfterItsWatchesExpired(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true, apiserverFlags: map[string]string{"watch-cache": "false"}})
+	s := newScenarioOn(t, cl)
+	proxy := proxyToAPIServer(t, cl, 0)
+	cfg := restConfigFor(t, proxy.kubeconfigVia(t, cl.adminKC))
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretName := types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}
+	keeper := &webhook.Keeper{Kube: kube, Dynamic: dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"}, Secret: secretName}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
+	done := make(chan error, 1)
+	go func() { done <- webhook.Run(ctx, lis, keeper, webhook.NewConverter(fooscheme.Scheme)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook: %v", err)
+		}
+	})
+	serveV1beta1(t, s, "https://"+lis.Addr().String()+webhook.Path)
+	s.createFoo(newFoo("a", "web-a", 1))
+	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
+		_, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	before, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, secretName.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.setCut(true)
+	if err := s.kube.CoreV1().Secrets(s.ns).Delete(s.ctx, secretName.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		s.createFoo(newFoo(fmt.Sprintf("churn-%02d", i), fmt.Sprintf("churn-%02d", i), 1))
+	}
+	rev, err := cl.compactEtcd(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the Secret deleted and etcd compacted at revision %d while the keeper was cut off", rev)
+	proxy.setCut(false)
+	restored := time.Now()
+
+	s.eventually(2*time.Minute, "a new Secret, its CA injected, v1beta1 read", func() (bool, string) {
+		secret, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, secretName.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if bytes.Equal(secret.Data[webhook.KeyCABundle], before.Data[webhook.KeyCABundle]) {
+			return false, "the same CA as before the deletion"
+		}
+		crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		b64, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+		if b64 != base64.StdEncoding.EncodeToString(secret.Data[webhook.KeyCABundle]) {
+			return false, "the CRD's caBundle is not the new Secret's"
+		}
+		_, err = beta.Get(s.ctx, "churn-19", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	t.Logf("new certificate made, injected and served %v after the network came back", time.Since(restored).Round(time.Millisecond))
 }
