@@ -59,26 +59,18 @@ func conversionWebhook(t *testing.T, s *scenario, secretNamespace string) (url s
 	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
 		Secret: types.NamespacedName{Namespace: secretNamespace, Name: "foo-controller-webhook-cert"}}
 	other = &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: keeper.CRD, Hosts: keeper.Hosts, Secret: keeper.Secret}
-	ctx, cancel := context.WithCancel(s.ctx)
-	kept, otherKept, served := make(chan error, 1), make(chan error, 1), make(chan error, 1)
-	go func() { kept <- keeper.Run(ctx) }()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
+	otherKept := make(chan error, 1)
 	go func() { otherKept <- other.Run(ctx) }()
-	go func() {
-		served <- webhook.Serve(ctx, lis, webhook.NewConverter(fooscheme.Scheme), keeper.GetCertificate)
-	}()
-	stop = func() {
+	stopServing := runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
+	stop = sync.OnceFunc(func() {
+		stopServing()
 		cancel()
-		for _, ch := range []chan error{kept, otherKept, served} {
-			if err := <-ch; err != nil {
-				t.Errorf("webhook: %v", err)
-			}
-		}
-	}
-	t.Cleanup(func() {
-		if ctx.Err() == nil {
-			stop()
+		if err := <-otherKept; err != nil {
+			t.Errorf("webhook: %v", err)
 		}
 	})
+	t.Cleanup(stop)
 	return "https://" + lis.Addr().String() + webhook.Path, stop, other
 }
 
@@ -97,6 +89,23 @@ func (s *scenario) webhookAddress(ctrl *process) string {
 		return false, "no log line"
 	})
 	return addr
+}
+
+// runWebhook runs the webhook (webhook.Run: keeper and server) on lis until
+// the returned stop, which waits for it and fails the test on its error.
+// Its context is not the test's, which ends before the cleanups that may
+// still need it; stop runs once, whoever calls it first (a test that fails
+// between stopping and restarting it stops it again in its cleanup).
+func runWebhook(t *testing.T, lis net.Listener, keeper *webhook.Keeper, converter http.Handler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan error, 1)
+	go func() { done <- webhook.Run(ctx, lis, keeper, converter) }()
+	return sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook: %v", err)
+		}
+	})
 }
 
 // serveV1beta1 points the CRD's conversion at the webhook at url, with no
@@ -434,19 +443,7 @@ func TestConversionWebhookOutage(t *testing.T) {
 	})
 	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
 		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
-	serve := func(lis net.Listener) (stop func()) {
-		ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
-		done := make(chan error, 1)
-		go func() { done <- webhook.Run(ctx, lis, keeper, counted) }()
-		// Once only: a test that fails between the stop and the restart
-		// below would stop it again in its cleanup.
-		return sync.OnceFunc(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("webhook: %v", err)
-			}
-		})
-	}
+	serve := func(lis net.Listener) (stop func()) { return runWebhook(t, lis, keeper, counted) }
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -670,15 +667,7 @@ func TestKeeperAfterItsWatchesExpired(t *testing.T) {
 	}
 	secretName := types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}
 	keeper := &webhook.Keeper{Kube: kube, Dynamic: dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"}, Secret: secretName}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(s.ctx))
-	done := make(chan error, 1)
-	go func() { done <- webhook.Run(ctx, lis, keeper, webhook.NewConverter(fooscheme.Scheme)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("webhook: %v", err)
-		}
-	})
+	t.Cleanup(runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme)))
 	serveV1beta1(t, s, "https://"+lis.Addr().String()+webhook.Path)
 	s.createFoo(newFoo("a", "web-a", 1))
 	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
@@ -695,14 +684,7 @@ func TestKeeperAfterItsWatchesExpired(t *testing.T) {
 	if err := s.kube.CoreV1().Secrets(s.ns).Delete(s.ctx, secretName.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 20 {
-		s.createFoo(newFoo(fmt.Sprintf("churn-%02d", i), fmt.Sprintf("churn-%02d", i), 1))
-	}
-	rev, err := cl.compactEtcd(s.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the Secret deleted and etcd compacted at revision %d while the keeper was cut off", rev)
+	t.Logf("the Secret deleted and etcd compacted at revision %d while the keeper was cut off", s.churnAndCompact(cl))
 	proxy.setCut(false)
 	restored := time.Now()
 

@@ -171,6 +171,22 @@ func (s *scenario) count(names []string) int {
 	return got
 }
 
+// churnAndCompact creates 20 Foos (churn-00 to churn-19), so that the
+// history past a resourceVersion read before is long, then compacts etcd
+// up to now, so that a watch resuming from that resourceVersion gets 410
+// Gone. It returns the revision compacted at.
+func (s *scenario) churnAndCompact(cl *cluster) int64 {
+	s.t.Helper()
+	for i := range 20 {
+		s.createFoo(newFoo(fmt.Sprintf("churn-%02d", i), fmt.Sprintf("churn-%02d", i), 1))
+	}
+	rev, err := cl.compactEtcd(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rev
+}
+
 // TestWatchExpiry cuts the controller off from the API server, changes
 // Foos meanwhile, and compacts etcd, so that the resourceVersion its
 // informers resume from no longer exists (410 Gone). The API server runs
@@ -210,16 +226,7 @@ func TestWatchExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Churn, so that the history past the controller's resourceVersion is
-	// long, then compact it away.
-	for i := range 20 {
-		s.createFoo(newFoo(fmt.Sprintf("churn-%02d", i), fmt.Sprintf("churn-%02d", i), 1))
-	}
-	rev, err := cl.compactEtcd(s.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("compacted etcd at revision %d while the controller was cut off", rev)
+	t.Logf("compacted etcd at revision %d while the controller was cut off", s.churnAndCompact(cl))
 	proxy.setCut(false)
 	restored := time.Now()
 
