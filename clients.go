@@ -144,7 +144,11 @@ func startEvents(ctx context.Context, client kubernetes.Interface) (events.Event
 		cancel()
 		return nil, nil, fmt.Errorf("starting event recorder: %w", err)
 	}
-	return s.broadcaster.NewRecorder(scheme, controllerName), s, nil
+	if _, err := s.broadcaster.StartEventWatcher(s.sink.Arrived); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("starting event recorder: %w", err)
+	}
+	return s.sink.Recorder(s.broadcaster.NewRecorder(scheme, controllerName)), s, nil
 }
 
 // stop gives the Events still queued a bounded time to go out at a
@@ -152,10 +156,12 @@ func startEvents(ctx context.Context, client kubernetes.Interface) (events.Event
 // lost Lease it drops them: nothing more may be written.
 func (s *eventSender) stop(logger klog.Logger, lost bool) {
 	if !lost {
-		s.broadcaster.Shutdown()
+		// Wait first: an Event that reaches the broadcaster after its
+		// Shutdown is dropped.
 		if !s.sink.Wait(5 * time.Second) {
 			logger.Info("Some Events were still being sent at exit and are dropped")
 		}
+		s.broadcaster.Shutdown()
 	}
 	s.cancel()
 }

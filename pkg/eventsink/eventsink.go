@@ -4,8 +4,9 @@
 // client-go's event broadcaster sends each Event from a goroutine of its
 // own, behind the client's rate limiter; nothing in it waits for them. A
 // controller that stops right after its last sync would cut those requests
-// off and lose the Events of its last changes. Tracked counts the writes in
-// flight so that shutdown can give them a bounded time to finish.
+// off and lose the Events of its last changes. Tracked counts the Events on
+// their way and the writes in flight, so that shutdown can give them a
+// bounded time to finish.
 package eventsink
 
 import (
@@ -14,10 +15,13 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
-// Tracked is an events.EventSink that counts its in-flight writes. (Not a
+// Tracked is an events.EventSink that counts its in-flight writes and the
+// Events on their way to it: recorded through Recorder, and reaching the
+// broadcaster (Arrived, a watcher of the broadcaster's). (Not a
 // sync.WaitGroup: writes may start while Wait is waiting, which a
 // WaitGroup does not allow.)
 type Tracked struct {
@@ -27,31 +31,31 @@ type Tracked struct {
 
 	mu       sync.Mutex
 	inFlight int
-	started  uint64        // writes begun, ever: a write that began while Wait was quiet
-	idle     chan struct{} // closed when inFlight drops to 0; nil if nobody waits
+	handed   uint64    // Events recorded through Recorder, ever
+	arrived  uint64    // Events that reached the broadcaster, ever
+	last     time.Time // an Event arrived or a write begun, the latest
 }
 
-// Quiet is how long Wait also waits with nothing in flight: an Event handed
-// to the broadcaster reaches the sink from a goroutine of its own a moment
-// later, and a write not yet begun is not in flight.
-const Quiet = 200 * time.Millisecond
+// Quiet is how long after the last Event reached the broadcaster, or the
+// last write began, Wait still waits for a write to begin: the broadcaster
+// writes each Event from goroutines of its own, a moment later. Counting
+// writes cannot replace this wait: the broadcaster sends some Events in no
+// write of their own (one it counts in a series) and others in several
+// (retries, series refreshes).
+const Quiet = time.Second
 
 var _ events.EventSink = (*Tracked)(nil)
 
 func (t *Tracked) begin() {
 	t.mu.Lock()
 	t.inFlight++
-	t.started++
+	t.last = time.Now()
 	t.mu.Unlock()
 }
 
 func (t *Tracked) end() {
 	t.mu.Lock()
 	t.inFlight--
-	if t.inFlight == 0 && t.idle != nil {
-		close(t.idle)
-		t.idle = nil
-	}
 	t.mu.Unlock()
 }
 
@@ -76,37 +80,58 @@ func (t *Tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*e
 	return t.Sink.Patch(ctx, e, data)
 }
 
-// Wait waits until no write has been in flight for Quiet, or timeout
-// passes. It reports whether everything was sent.
+// Recorder returns r, counting the Events recorded through it. client-go's
+// recorder hands each Event to the broadcaster from a goroutine of its
+// own; one that gets there after the broadcaster is shut down is dropped
+// (TestLastChangeToldAtShutdown lost one so in CI), so Wait waits for each
+// to arrive before the sender shuts the broadcaster down.
+func (t *Tracked) Recorder(r events.EventRecorder) events.EventRecorder {
+	return countingRecorder{r, t}
+}
+
+type countingRecorder struct {
+	events.EventRecorder
+	t *Tracked
+}
+
+func (c countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	c.t.mu.Lock()
+	c.t.handed++
+	c.t.mu.Unlock()
+	c.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+// Arrived counts an Event that reached the broadcaster: pass it to the
+// broadcaster's StartEventWatcher.
+func (t *Tracked) Arrived(runtime.Object) {
+	t.mu.Lock()
+	t.arrived++
+	t.last = time.Now()
+	t.mu.Unlock()
+}
+
+// pollEvery is how often Wait looks.
+const pollEvery = 10 * time.Millisecond
+
+// Wait waits until every Event recorded has reached the broadcaster, no
+// write is in flight, and none has begun, nor an Event arrived, for Quiet;
+// or until timeout passes. It reports whether it did not time out. A
+// process that recorded nothing in its last second does not wait at all;
+// one whose recorder refused an Event (client-go logs why) waits the whole
+// timeout.
 func (t *Tracked) Wait(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		t.mu.Lock()
-		if t.inFlight == 0 {
-			started := t.started
-			t.mu.Unlock()
-			quiet := min(Quiet, time.Until(deadline))
-			time.Sleep(max(quiet, 0))
-			t.mu.Lock()
-			done := t.inFlight == 0 && t.started == started
-			t.mu.Unlock()
-			if done {
-				return true
-			}
-			if !time.Now().Before(deadline) {
-				return false
-			}
-			continue
-		}
-		if t.idle == nil {
-			t.idle = make(chan struct{})
-		}
-		idle := t.idle
+		inFlight, pending, last := t.inFlight, t.handed > t.arrived, t.last
 		t.mu.Unlock()
-		select {
-		case <-idle:
-		case <-time.After(time.Until(deadline)):
+		now := time.Now()
+		if inFlight == 0 && !pending && now.Sub(last) >= Quiet {
+			return true
+		}
+		if !now.Before(deadline) {
 			return false
 		}
+		time.Sleep(min(pollEvery, time.Until(deadline)))
 	}
 }
