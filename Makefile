@@ -75,6 +75,10 @@ local-up: ## Start the local control plane in the background.
 local-down: ## Stop the local control plane.
 	hack/local-down.sh
 
+.PHONY: migrate-storage
+migrate-storage: ## Move stored Foos to the CRD's storage version and trim status.storedVersions (KUBECONFIG's cluster; MIGRATE_FLAGS=-method=rewrite).
+	go run ./hack/migrate-storage $(MIGRATE_FLAGS)
+
 .PHONY: bench
 bench: ## Measure the controller on the local control plane (see docs/performance.md).
 	go run ./hack/bench $(BENCH_FLAGS)

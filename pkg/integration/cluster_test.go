@@ -67,6 +67,9 @@ type clusterOptions struct {
 	// (a Service nothing routes to), for the tests that serve their own:
 	// until they do, reads in v1beta1 fail.
 	noConversionWebhook bool
+	// storageVersionMigrator serves StorageVersionMigrations and runs their
+	// controller (beta in 1.36, off by default).
+	storageVersionMigrator bool
 }
 
 func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clusterOptions) (*cluster, error) {
@@ -94,6 +97,17 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 		// Server-side sharded lists and watches (alpha in 1.36), as
 		// hack/local-up.sh enables them (docs/sharding.md).
 		Set("feature-gates", "ShardedListAndWatch=true")
+	kcmFeatures := []string{}
+	kcmControllers := "deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller"
+	if opts.storageVersionMigrator {
+		apiserver.Configure().
+			Set("feature-gates", "ShardedListAndWatch=true,StorageVersionMigrator=true").
+			Set("runtime-config", "storagemigration.k8s.io/v1beta1=true")
+		kcmFeatures = append(kcmFeatures, "--feature-gates=StorageVersionMigrator=true")
+		// It finds the objects to migrate through the garbage collector's
+		// graph.
+		kcmControllers += ",storage-version-migrator-controller"
+	}
 	for name, value := range opts.apiserverFlags {
 		apiserver.Configure().Set(name, value)
 	}
@@ -172,18 +186,18 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 	// node-lifecycle controller lifts the node.kubernetes.io/not-ready taint
 	// that admission puts on every new node once kwok reports it Ready;
 	// without it no pod is ever scheduled.
-	if err := c.start("kube-controller-manager",
-		"--kubeconfig="+kubeconfigs["kube-controller-manager"],
+	if err := c.start("kube-controller-manager", append([]string{
+		"--kubeconfig=" + kubeconfigs["kube-controller-manager"],
 		"--secure-port=0",
 		"--leader-elect=false",
-		"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller",
+		"--controllers=" + kcmControllers,
 		"--use-service-account-credentials=true",
-		"--root-ca-file="+caFile,
+		"--root-ca-file=" + caFile,
 		"--kube-api-qps=200", "--kube-api-burst=400",
 		// Faster Deployment status: the default resync of the
 		// deployment controller is not what is under test.
 		"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
-	); err != nil {
+	}, kcmFeatures...)...); err != nil {
 		return c, err
 	}
 	schedCfg := filepath.Join(dir, "kube-scheduler.yaml")

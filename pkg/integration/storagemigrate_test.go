@@ -1,0 +1,228 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/storagemigrate"
+	"example.com/foo-controller/pkg/webhook"
+)
+
+// storedVersionsOf reads, straight from etcd (its JSON gateway), the
+// apiVersion each Foo of namespace ns is encoded in: what the API server
+// stored, which no API read shows.
+func (c *cluster) storedVersionsOf(ctx context.Context, ns string) (map[string]string, error) {
+	prefix := "/registry/samplecontroller.example.com/foos/" + ns + "/"
+	end := []byte(prefix)
+	end[len(end)-1]++
+	var resp struct {
+		KVs []struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		} `json:"kvs"`
+	}
+	body := fmt.Sprintf(`{"key":%q,"range_end":%q}`, base64.StdEncoding.EncodeToString([]byte(prefix)), base64.StdEncoding.EncodeToString(end))
+	if err := postJSON(ctx, c.env.ControlPlane.Etcd.URL.String()+"/v3/kv/range", body, &resp); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, kv := range resp.KVs {
+		key, err := base64.StdEncoding.DecodeString(kv.Key)
+		if err != nil {
+			return nil, err
+		}
+		value, err := base64.StdEncoding.DecodeString(kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+		}
+		if err := json.Unmarshal(value, &obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		out[strings.TrimPrefix(string(key), prefix)] = obj.APIVersion
+	}
+	return out, nil
+}
+
+// countVersions counts Foos by the version they are stored in.
+func countVersions(stored map[string]string) map[string]int {
+	n := map[string]int{}
+	for _, v := range stored {
+		n[strings.TrimPrefix(v, "samplecontroller.example.com/")]++
+	}
+	return n
+}
+
+// TestStorageMigration: Foos stored in v1alpha1, one of them written in
+// v1beta1 with the field only v1beta1 has; then the CRD's storage version
+// becomes v1beta1. The migration (pkg/storagemigrate, as `make
+// migrate-storage` runs it) stores every Foo in v1beta1 (read from etcd),
+// trims status.storedVersions to [v1beta1], and changes no Foo as read in
+// either version: spec, generation, labels, the v1beta1-only field. Run
+// again, it does nothing. Both ways: the API server's
+// StorageVersionMigration where served, and the rewrite, which is also
+// shown failing with the conversion webhook down (storedVersions kept) and
+// completing when run again.
+func TestStorageMigration(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts clusterOptions
+		// method is the one Auto must choose on that control plane.
+		method storagemigrate.Method
+	}{
+		{"rewrite", clusterOptions{}, storagemigrate.Rewrite},
+		{"StorageVersionMigration", clusterOptions{storageVersionMigrator: true}, storagemigrate.StorageVersionMigration},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cl := privateCluster(t, tc.opts)
+			s := newScenarioOn(t, cl)
+			ext, err := apiextensions.NewForConfig(cl.admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
+			ctx := klog.NewContext(s.ctx, klog.Background().WithName(tc.name))
+
+			// Before: stored in v1alpha1, the one storage version so far.
+			const n = 30
+			s.createFoos("old", n)
+			beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+			withField := &samplev1beta1.Foo{
+				ObjectMeta: metav1.ObjectMeta{Name: "beta", Labels: map[string]string{"team": "a"}},
+				Spec: samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{
+					Name: "beta", Replicas: ptr.To[int32](2), Image: "nginx:1.27", MinReadySeconds: 30,
+				}},
+			}
+			if _, err := beta.Create(s.ctx, withField, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": n + 1}) {
+				t.Fatalf("before the storage version changed: stored %v, want all %d in v1alpha1", got, n+1)
+			}
+			res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+			if err != nil || res.Method != "" {
+				t.Fatalf("with v1alpha1 the only stored version: %+v, %v; want nothing done", res, err)
+			}
+			before, err := beta.List(s.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The storage version becomes v1beta1 (as the CRD of the
+			// release after this one will ship it).
+			patch := `[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`
+			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
+				t.Fatalf("storedVersions %v after the switch, want %v", crd.Status.StoredVersions, want)
+			}
+
+			if tc.method == storagemigrate.Rewrite {
+				// The webhook down: each Foo stored in v1alpha1 must be
+				// converted to be written in v1beta1. It fails, and
+				// storedVersions stay.
+				cl.stopWebhook()
+				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+				if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+					t.Fatalf("migration with the webhook down: %+v, %v; want the conversion webhook's error", res, err)
+				}
+				t.Logf("with the webhook down: %v", err)
+				crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
+					t.Fatalf("storedVersions %v after a failed migration, want %v kept", crd.Status.StoredVersions, want)
+				}
+				if err := cl.serveConversionWebhook(s.ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			start := time.Now()
+			res, err = storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+			if err != nil {
+				t.Fatalf("migration: %+v: %v", res, err)
+			}
+			t.Logf("migrated in %v: %+v", time.Since(start).Round(time.Millisecond), res)
+			if res.Method != tc.method {
+				t.Errorf("auto chose %q, want %q", res.Method, tc.method)
+			}
+			if tc.method == storagemigrate.Rewrite && res.Written < n+1 {
+				t.Errorf("the rewrite wrote %d Foos, want at least the %d of this test", res.Written, n+1)
+			}
+
+			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1beta1": n + 1}) {
+				t.Errorf("after the migration: stored %v, want all %d in v1beta1", got, n+1)
+			}
+			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
+				t.Errorf("storedVersions %v after the migration, want %v", crd.Status.StoredVersions, want)
+			}
+
+			// Nothing a client reads has changed.
+			after, err := beta.List(s.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Items) != len(before.Items) {
+				t.Fatalf("%d Foos after, %d before", len(after.Items), len(before.Items))
+			}
+			for i := range before.Items {
+				b, a := &before.Items[i], &after.Items[i]
+				if a.Generation != b.Generation || !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) || !maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) {
+					t.Errorf("Foo %s changed by the migration:\nbefore generation %d %+v %v %v\nafter  generation %d %+v %v %v",
+						a.Name, b.Generation, b.Spec, b.Labels, b.Annotations, a.Generation, a.Spec, a.Labels, a.Annotations)
+				}
+			}
+			got, err := beta.Get(s.ctx, "beta", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Spec.Deployment.MinReadySeconds != 30 {
+				t.Errorf("minReadySeconds %d after the migration, want 30", got.Spec.Deployment.MinReadySeconds)
+			}
+
+			// Again: nothing to do.
+			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond); err != nil || res.Method != "" {
+				t.Errorf("run again: %+v, %v; want nothing done", res, err)
+			}
+		})
+	}
+}
