@@ -44,7 +44,7 @@ SCHEDULER_PORT="${FOO_SCHEDULER_PORT:-10259}"
 KUBE_API_QPS="${FOO_KUBE_API_QPS:-200}"
 KUBE_API_BURST="${FOO_KUBE_API_BURST:-400}"
 KWOK_NODES="${FOO_KWOK_NODES:-3}"
-KCM_CONTROLLERS=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller
+KCM_CONTROLLERS=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller,storage-version-migrator-controller
 FOO_KCM_WITHOUT="${FOO_KCM_WITHOUT:-}"
 for c in ${FOO_KCM_WITHOUT//,/ }; do
   [[ ",$KCM_CONTROLLERS," == *",$c,"* ]] || { printf 'local-up: FOO_KCM_WITHOUT names %s, which is not in the list\n' "$c" >&2; exit 1; }
@@ -288,8 +288,13 @@ wait_for etcd "port $ETCD_PORT" port_in_use "$ETCD_PORT"
 #   watches (alpha in 1.36, KEP-5866), for foo-controller's sharded
 #   mode, being built (docs/sharding.md); FOO_APISERVER_FEATURE_GATES
 #   overrides it (=false: the API server ignores shard selectors).
+# StorageVersionMigrator=true, --runtime-config=storagemigration...: the API
+#   server's own migration of stored objects to a new storage version (beta
+#   in 1.36, off by default), which `make migrate-storage` uses where served
+#   (docs/evolving-the-api.md, section 8); kube-controller-manager runs it.
 start kube-apiserver \
-  --feature-gates="$APISERVER_FEATURE_GATES" \
+  --feature-gates="$APISERVER_FEATURE_GATES,StorageVersionMigrator=true" \
+  --runtime-config=storagemigration.k8s.io/v1beta1=true \
   --bind-address=127.0.0.1 \
   --advertise-address=127.0.0.1 \
   --secure-port="$APISERVER_PORT" \
@@ -330,6 +335,9 @@ wait_for kube-apiserver "/readyz" ready_apiserver
 #                                the taint once the node is Ready (and puts it
 #                                back if kwok stops renewing the node Leases).
 #                                Without it no pod ever schedules.
+#   storage-version-migrator     runs StorageVersionMigrations (the API
+#                                server's, above; it needs the garbage
+#                                collector's graph)
 # --use-service-account-credentials: each controller runs as its own
 #   ServiceAccount with its own bootstrap RBAC role (like kubeadm), instead of
 #   all of them sharing the controller-manager's identity.
@@ -343,6 +351,7 @@ start kube-controller-manager \
   --tls-private-key-file="$CERTS/kube-controller-manager-serving.key" \
   --leader-elect=false \
   --controllers="$KCM_CONTROLLERS" \
+  --feature-gates=StorageVersionMigrator=true \
   --use-service-account-credentials=true \
   --root-ca-file="$CERTS/ca.crt" \
   --kube-api-qps="$KUBE_API_QPS" \

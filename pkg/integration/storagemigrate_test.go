@@ -146,16 +146,27 @@ func TestStorageMigration(t *testing.T) {
 				t.Fatalf("storedVersions %v after the switch, want %v", crd.Status.StoredVersions, want)
 			}
 
-			if tc.method == storagemigrate.Rewrite {
+			var stuck string // the StorageVersionMigration left running, if any
+			{
 				// The webhook down: each Foo stored in v1alpha1 must be
 				// converted to be written in v1beta1. It fails, and
 				// storedVersions stay.
 				cl.stopWebhook()
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
-				if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
-					t.Fatalf("migration with the webhook down: %+v, %v; want the conversion webhook's error", res, err)
+				cancel()
+				if err == nil {
+					t.Fatalf("migration with the webhook down: %+v, no error", res)
 				}
-				t.Logf("with the webhook down: %v", err)
+				t.Logf("with the webhook down, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+				// The rewrite fails at once; the API server's migration
+				// retries for as long as it takes.
+				want := map[storagemigrate.Method]string{storagemigrate.Rewrite: "conversion webhook", storagemigrate.StorageVersionMigration: "not finished"}[tc.method]
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q", want)
+				}
+				stuck = res.Migration
 				crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
@@ -163,8 +174,25 @@ func TestStorageMigration(t *testing.T) {
 				if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
 					t.Fatalf("storedVersions %v after a failed migration, want %v kept", crd.Status.StoredVersions, want)
 				}
+				// Back, at another address: the CRD changes (its
+				// conversion webhook's url; a new caBundle would too).
 				if err := cl.serveConversionWebhook(s.ctx); err != nil {
 					t.Fatal(err)
+				}
+			}
+			if tc.method == storagemigrate.StorageVersionMigration {
+				// Run again, it waits for the migration still running
+				// (another would queue behind it), which succeeds; but
+				// the CRD changed since it began, so the API server does
+				// not trim storedVersions, and says run again.
+				start := time.Now()
+				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+				t.Logf("run again, after %v: %+v: %v", time.Since(start).Round(time.Millisecond), res, err)
+				if res.Migration != stuck {
+					t.Errorf("it used StorageVersionMigration %q, want the one still running (%q)", res.Migration, stuck)
+				}
+				if err == nil || !strings.Contains(err.Error(), "run again") {
+					t.Errorf("error %v, want storedVersions left by the API server (the CRD changed while it ran)", err)
 				}
 			}
 

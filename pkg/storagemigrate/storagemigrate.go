@@ -129,6 +129,9 @@ func Migrate(ctx context.Context, c Clients, crd string, method Method, pollEver
 		if res.Migration, err = migrateOnServer(ctx, c.Kube, got, pollEvery); err != nil {
 			return res, err
 		}
+		// The API server trims storedVersions itself, only if the CRD has
+		// not changed since the migration began, which only it knows.
+		return res, trimmedByServer(ctx, c.APIExtensions, got.Name, res, pollEvery)
 	case Rewrite:
 		if err := rewrite(ctx, c.Dynamic, got, &res); err != nil {
 			return res, err
@@ -212,21 +215,35 @@ func servesMigrations(kube kubernetes.Interface) (bool, error) {
 	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "storageversionmigrations" }), nil
 }
 
-// migrateOnServer creates a StorageVersionMigration for the CRD's resource
-// and waits for it to succeed or fail.
+// migrateOnServer waits for the CRD's resource's StorageVersionMigration
+// that is not finished yet, if there is one (the API server runs one per
+// resource at a time: another would only queue behind it), or else creates
+// one; it returns when that one has succeeded or failed.
 func migrateOnServer(ctx context.Context, kube kubernetes.Interface, crd *apiextensionsv1.CustomResourceDefinition, pollEvery time.Duration) (string, error) {
 	logger := klog.FromContext(ctx)
 	svms := kube.StoragemigrationV1beta1().StorageVersionMigrations()
-	svm, err := svms.Create(ctx, &svmv1beta1.StorageVersionMigration{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: crd.Name + "-"},
-		Spec: svmv1beta1.StorageVersionMigrationSpec{
-			Resource: metav1.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural},
-		},
-	}, metav1.CreateOptions{})
+	resource := metav1.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}
+	list, err := svms.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", fmt.Errorf("creating a StorageVersionMigration: %w", err)
+		return "", fmt.Errorf("listing StorageVersionMigrations: %w", err)
 	}
-	logger.Info("Created a StorageVersionMigration; waiting for the API server", "migration", svm.Name)
+	var svm *svmv1beta1.StorageVersionMigration
+	for i := range list.Items {
+		if m := &list.Items[i]; m.Spec.Resource == resource && !finished(m) {
+			svm = m
+			logger.Info("Waiting for the StorageVersionMigration already there", "migration", svm.Name, "since", svm.CreationTimestamp)
+		}
+	}
+	if svm == nil {
+		svm, err = svms.Create(ctx, &svmv1beta1.StorageVersionMigration{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: crd.Name + "-"},
+			Spec:       svmv1beta1.StorageVersionMigrationSpec{Resource: resource},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("creating a StorageVersionMigration: %w", err)
+		}
+		logger.Info("Created a StorageVersionMigration; waiting for the API server", "migration", svm.Name)
+	}
 	for {
 		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationSucceeded)); c != nil && c.Status == metav1.ConditionTrue {
 			return svm.Name, nil
@@ -236,14 +253,22 @@ func migrateOnServer(ctx context.Context, kube kubernetes.Interface, crd *apiext
 		}
 		select {
 		case <-ctx.Done():
-			return svm.Name, fmt.Errorf("StorageVersionMigration %s not done (conditions %v; is kube-controller-manager's storage-version-migrator-controller running?): %w",
+			return svm.Name, fmt.Errorf("StorageVersionMigration %s not finished (%v): kube-controller-manager retries the writes it could not make "+
+				"with a growing backoff (a conversion webhook down, for one; its log says why), and goes on after this; run again to wait for it: %w",
 				svm.Name, conditionSummary(svm.Status.Conditions), context.Cause(ctx))
 		case <-time.After(pollEvery):
 		}
-		if svm, err = svms.Get(ctx, svm.Name, metav1.GetOptions{}); err != nil {
+		got, err := svms.Get(ctx, svm.Name, metav1.GetOptions{})
+		if err != nil {
 			return svm.Name, err
 		}
+		svm = got
 	}
+}
+
+func finished(svm *svmv1beta1.StorageVersionMigration) bool {
+	return meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1beta1.MigrationSucceeded)) ||
+		meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1beta1.MigrationFailed))
 }
 
 func conditionSummary(cs []metav1.Condition) []string {
@@ -312,6 +337,36 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 	}
 	return nil
 }
+
+// trimmedByServer waits, for trimWait at most, for the API server to trim
+// storedVersions after a StorageVersionMigration succeeded (a moment
+// later).
+func trimmedByServer(ctx context.Context, ext apiextensions.Interface, name string, res Result, pollEvery time.Duration) error {
+	deadline := time.Now().Add(trimWait)
+	for {
+		now, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := []string{storageVersion(now)}
+		if slices.Equal(now.Status.StoredVersions, want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("StorageVersionMigration %s succeeded, but the API server left storedVersions %v, not %v (the CRD changed while it ran?); run again",
+				res.Migration, now.Status.StoredVersions, want)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// trimWait is how long after a StorageVersionMigration succeeded its trim
+// of storedVersions may take.
+const trimWait = 30 * time.Second
 
 // trim sets status.storedVersions to the storage version alone, unless the
 // CRD changed since the migration began (a new storage version, or a new
