@@ -86,6 +86,10 @@ type Result struct {
 // time, whatever the number stored.
 const pageSize = 500
 
+// maxRestarts bounds how often Rewrite lists again from the start after
+// its list expired.
+const maxRestarts = 3
+
 // conflictRetries bounds how often Rewrite reads an object again after
 // another writer changed it between the read and the write.
 const conflictRetries = 5
@@ -287,8 +291,18 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 	client := dyn.Resource(gvr)
 	var failed []error
 	opts := metav1.ListOptions{Limit: pageSize}
+	restarts := 0
 	for {
 		page, err := client.List(ctx, opts)
+		if apierrors.IsResourceExpired(err) && restarts < maxRestarts {
+			// The continue token outlived etcd's compaction (5 minutes by
+			// default): list again from the start. What is written already
+			// is not written again (its encoding is the stored one).
+			restarts++
+			logger.Info("The list expired; listing again from the start", "restarts", restarts)
+			opts.Continue = ""
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 		}

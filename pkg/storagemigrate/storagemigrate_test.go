@@ -162,3 +162,35 @@ func TestNotStoringYet(t *testing.T) {
 		t.Errorf("written %d, storedVersions %v: want nothing done", res.Written, storedVersions(t, ext))
 	}
 }
+
+// TestRewriteListExpired: a continue token that outlived etcd's compaction
+// (410 Expired) restarts the list from the start; every Foo is written.
+func TestRewriteListExpired(t *testing.T) {
+	c, ext := fixture(t, func(string, int) error { return nil }, foo("a", "1"), foo("b", "2"))
+	dyn := c.Dynamic.(*dynfake.FakeDynamicClient)
+	lists := 0
+	dyn.PrependReactor("list", "foos", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		// (The fake client's actions do not carry the continue token.)
+		switch lists {
+		case 1: // the first page: a, and a token
+			l := &unstructured.UnstructuredList{Items: []unstructured.Unstructured{*foo("a", "1")}}
+			l.SetContinue("token")
+			return true, l, nil
+		case 2: // with the token: expired
+			return true, nil, apierrors.NewResourceExpired("the continue token is too old")
+		default: // from the start again
+			return true, &unstructured.UnstructuredList{Items: []unstructured.Unstructured{*foo("a", "1+"), *foo("b", "2")}}, nil
+		}
+	})
+	res, err := Migrate(context.Background(), c, crd().Name, Rewrite, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lists != 3 || res.Written != 3 {
+		t.Errorf("%d lists, %d writes; want 3 lists (a page, expired, from the start) and 3 writes (a twice)", lists, res.Written)
+	}
+	if got := storedVersions(t, ext); !slices.Equal(got, []string{"v1beta1"}) {
+		t.Errorf("storedVersions %v, want [v1beta1]", got)
+	}
+}
