@@ -84,6 +84,8 @@ type options struct {
 	// (0: as many in each).
 	bigNamespace float64
 	floor        bool // run the floor phase
+	// singleVersion installs the CRD serving v1alpha1 alone (no webhook).
+	singleVersion bool
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
 	// Deployments, so no Foo becomes Ready: converged then means every
@@ -230,6 +232,8 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 		"With -namespaces above 1, in every run (the scale-out run's too), how the namespaces are named. sequential: as people number them, bench-00, bench-01, ... (zero-padded to the width of -namespaces), which the API server's hash (FNV-1a) crowds into one or two equal slots; letters: team-a to team-z, then team-aa, ...; spread: names chosen so that every one of -shard-slots equal slots (16 without it) holds as many, the best case for equal slots and how runs before the balanced slots were measured. The names are the same in every row and repeat, so that each faces the same placement over the slots.")
 	fs.Float64Var(&o.bigNamespace, "big-namespace", 0,
 		"With -namespaces above 1: put this fraction (0 <= f < 1, and at least 1/-namespaces) of the N Foos in the first namespace, and the rest evenly in the others, to measure one namespace holding most Foos. A namespace is never split among replicas, so k replicas hold them with a skew (max/mean) of at least f×k. 0: the same number in every namespace.")
+	fs.BoolVar(&o.singleVersion, "single-version", false,
+		"Install the CRD serving v1alpha1 alone, converting with None and no webhook: the figures of the release before v1beta1, beside the default's (both versions served, every write converted by the bench's webhook: see conversion reviews per Foo).")
 	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")
@@ -437,7 +441,7 @@ func run(ctx context.Context, o options) (err error) {
 	webhookCtx, stopWebhook := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWebhook()
 	local := ownPlane || sameFile(kubeconfig, filepath.Join(localDir(), "kubeconfig"))
-	restoreCRD, err := installCRD(webhookCtx, rest.CopyConfig(cfg), kubectl, kubeconfig, local)
+	restoreCRD, err := installCRD(webhookCtx, rest.CopyConfig(cfg), kubectl, kubeconfig, local, o.singleVersion)
 	if err != nil {
 		return err
 	}
@@ -842,6 +846,7 @@ func printTable(w io.Writer, rep report) {
 		{"status lag p99 (s)", "status_lag_p99_s", "", "<= 1s", func(v, _ float64) bool { return v <= 1 }},
 		{"requests per Foo", "requests_per_foo", "", "", nil},
 		{"writes per Foo (incl. Events)", "writes_per_foo", "", "", nil},
+		{"conversion reviews per Foo", "conversion_reviews_per_foo", "", "", nil},
 		{"writes per Foo excl. Events", "writes_excl_events_per_foo", "", "<= 3", func(v, _ float64) bool { return v <= 3 }},
 		{"Events per Foo", "events_per_foo", "", "<= 1", func(v, _ float64) bool { return v <= 1 }},
 		{"idle requests/min", "idle_requests_per_min", "", "", nil},

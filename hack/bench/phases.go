@@ -319,6 +319,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 	if err != nil {
 		return nil, nil, err
 	}
+	reviewsBefore := conversionReviews.Load()
 	where := spaces[0]
 	if len(spaces) > 1 {
 		where = fmt.Sprintf("%d namespaces (%s, ...)", len(spaces), spaces[0])
@@ -430,6 +431,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 		"writes_per_foo":             writesOf(methods) / nf,
 		"writes_excl_events_per_foo": (writesOf(methods) - float64(events)) / nf,
 		"events_per_foo":             float64(events) / nf,
+		"conversion_reviews_per_foo": float64(conversionReviews.Load()-reviewsBefore) / nf,
 		"peak_rss_mb":                float64(mem["VmHWM"]) / (1 << 20),
 		"rss_file_mb":                float64(mem["RssFile"]) / (1 << 20),
 		"rss_anon_mb":                float64(mem["RssAnon"]) / (1 << 20),

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
@@ -38,7 +41,13 @@ import (
 // its API server runs in a container). restore points the CRD back where
 // it pointed before, if it existed: a plane the bench did not start stays
 // as make run left it.
-func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string, local bool) (restore func(), err error) {
+//
+// single installs it serving v1alpha1 alone, converting with None, and
+// serves no webhook: the release before v1beta1.
+func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string, local, single bool) (restore func(), err error) {
+	if single {
+		return installSingleVersionCRD(kubectl, kubeconfig)
+	}
 	if !local {
 		return nil, fmt.Errorf("the bench serves the CRD's conversion webhook on 127.0.0.1 and points the CRD at it: run it on the local control plane (KUBECONFIG unset, or hack/local-up.sh's), not %s", cfg.Host)
 	}
@@ -68,8 +77,13 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 	keeper := &webhook.Keeper{Kube: kube, Dynamic: dyn, CRD: "foos.samplecontroller.example.com",
 		Hosts:  []string{"127.0.0.1"},
 		Secret: types.NamespacedName{Namespace: "default", Name: "foo-controller-webhook-cert"}}
+	converter := webhook.NewConverter(fooscheme.Scheme)
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conversionReviews.Add(1)
+		converter.ServeHTTP(w, r)
+	})
 	go func() {
-		if err := webhook.Run(klog.NewContext(ctx, logger), lis, keeper, webhook.NewConverter(fooscheme.Scheme)); err != nil {
+		if err := webhook.Run(klog.NewContext(ctx, logger), lis, keeper, counted); err != nil {
 			logger.Error(err, "Conversion webhook stopped")
 		}
 	}()
@@ -135,4 +149,55 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 		return nil, fmt.Errorf("the conversion webhook (log: %s): %w", logPath, err)
 	}
 	return restore, nil
+}
+
+// conversionReviews counts the ConversionReviews the bench's webhook
+// answered: what serving two versions costs the API server per write.
+var conversionReviews atomic.Int64
+
+// installSingleVersionCRD applies the shipped CRD with v1beta1 dropped and
+// no conversion (strategy None), as the release before v1beta1 shipped it.
+// A CRD already serving v1beta1 is changed to it by the same apply (the
+// bench's field manager owns what it applied before).
+func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err error) {
+	b, err := os.ReadFile("artifacts/examples/crd.yaml")
+	if err != nil {
+		return nil, err
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
+		return nil, err
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	versions = slices.DeleteFunc(versions, func(v any) bool { return v.(map[string]any)["name"] != "v1alpha1" })
+	if len(versions) != 1 {
+		return nil, fmt.Errorf("artifacts/examples/crd.yaml: no v1alpha1")
+	}
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(crd.Object, "spec", "conversion")
+	if b, err = yaml.Marshal(crd.Object); err != nil {
+		return nil, err
+	}
+	crdFile, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.Remove(crdFile.Name()) }()
+	if _, err := crdFile.Write(b); err != nil {
+		return nil, err
+	}
+	if err := crdFile.Close(); err != nil {
+		return nil, err
+	}
+	progress("installing the CRD serving v1alpha1 alone, no conversion webhook (-single-version)")
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crdFile.Name()); err != nil {
+		return nil, err
+	}
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
+		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
 }
