@@ -101,6 +101,9 @@ func TestStorageMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
+			// Pages of 10: the rewrite goes through several. A settle of
+			// 2 s: nothing else writes Foos here.
+			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10}
 			ctx := klog.NewContext(s.ctx, klog.Background().WithName(tc.name))
 
 			// Before: stored in v1alpha1, the one storage version so far.
@@ -123,7 +126,7 @@ func TestStorageMigration(t *testing.T) {
 			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": n + 1}) {
 				t.Fatalf("before the storage version changed: stored %v, want all %d in v1alpha1", got, n+1)
 			}
-			res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+			res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts)
 			if err != nil || res.Method != "" {
 				t.Fatalf("with v1alpha1 the only stored version: %+v, %v; want nothing done", res, err)
 			}
@@ -145,6 +148,28 @@ func TestStorageMigration(t *testing.T) {
 			if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
 				t.Fatalf("storedVersions %v after the switch, want %v", crd.Status.StoredVersions, want)
 			}
+			// Foos written after the switch are stored in v1beta1: the
+			// rewrite finds them so (the API server writes nothing).
+			const late = 5
+			s.eventually(30*time.Second, "a Foo written after the switch stored in v1beta1", func() (bool, string) {
+				s.createFoo(newFoo(fmt.Sprintf("late-%d", time.Now().UnixNano()), "late", 1))
+				stored, err := cl.storedVersionsOf(s.ctx, s.ns)
+				if err != nil {
+					return false, err.Error()
+				}
+				return countVersions(stored)["v1beta1"] >= late, fmt.Sprint(countVersions(stored))
+			})
+			all, err := beta.List(s.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := len(all.Items)
+			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			storedBefore := countVersions(stored)
+			t.Logf("before the migration: %d Foos, stored %v", total, storedBefore)
 
 			var stuck string // the StorageVersionMigration left running, if any
 			{
@@ -154,7 +179,7 @@ func TestStorageMigration(t *testing.T) {
 				cl.stopWebhook()
 				start := time.Now()
 				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts)
 				cancel()
 				if err == nil {
 					t.Fatalf("migration with the webhook down: %+v, no error", res)
@@ -180,24 +205,8 @@ func TestStorageMigration(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if tc.method == storagemigrate.StorageVersionMigration {
-				// Run again, it waits for the migration still running
-				// (another would queue behind it), which succeeds; but
-				// the CRD changed since it began, so the API server does
-				// not trim storedVersions, and says run again.
-				start := time.Now()
-				res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
-				t.Logf("run again, after %v: %+v: %v", time.Since(start).Round(time.Millisecond), res, err)
-				if res.Migration != stuck {
-					t.Errorf("it used StorageVersionMigration %q, want the one still running (%q)", res.Migration, stuck)
-				}
-				if err == nil || !strings.Contains(err.Error(), "run again") {
-					t.Errorf("error %v, want storedVersions left by the API server (the CRD changed while it ran)", err)
-				}
-			}
-
 			start := time.Now()
-			res, err = storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond)
+			res, err = storagemigrate.Migrate(ctx, clients, fooCRD, opts)
 			if err != nil {
 				t.Fatalf("migration: %+v: %v", res, err)
 			}
@@ -205,16 +214,24 @@ func TestStorageMigration(t *testing.T) {
 			if res.Method != tc.method {
 				t.Errorf("auto chose %q, want %q", res.Method, tc.method)
 			}
-			if tc.method == storagemigrate.Rewrite && res.Written < n+1 {
-				t.Errorf("the rewrite wrote %d Foos, want at least the %d of this test", res.Written, n+1)
+			if tc.method == storagemigrate.Rewrite && (res.Written != storedBefore["v1alpha1"] || res.Unchanged != storedBefore["v1beta1"]) {
+				t.Errorf("the rewrite wrote %d Foos and found %d stored in v1beta1; want the %d stored in v1alpha1 written, the %d in v1beta1 not",
+					res.Written, res.Unchanged, storedBefore["v1alpha1"], storedBefore["v1beta1"])
+			}
+			// The migration left running with the webhook down began
+			// before the CRD last changed (the webhook came back at
+			// another address): it may have skipped Foos, so a new one,
+			// queued behind it, did the job.
+			if stuck != "" && res.Migration == stuck {
+				t.Errorf("it used StorageVersionMigration %q, begun before the CRD changed; want a new one", stuck)
 			}
 
 			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1beta1": n + 1}) {
-				t.Errorf("after the migration: stored %v, want all %d in v1beta1", got, n+1)
+			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1beta1": total}) {
+				t.Errorf("after the migration: stored %v, want all %d in v1beta1", got, total)
 			}
 			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
 			if err != nil {
@@ -229,11 +246,12 @@ func TestStorageMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(after.Items) != len(before.Items) {
-				t.Fatalf("%d Foos after, %d before", len(after.Items), len(before.Items))
+			if len(after.Items) != total {
+				t.Fatalf("%d Foos after, %d before", len(after.Items), total)
 			}
 			for i := range before.Items {
-				b, a := &before.Items[i], &after.Items[i]
+				b := &before.Items[i]
+				a := &after.Items[slices.IndexFunc(after.Items, func(f samplev1beta1.Foo) bool { return f.Name == b.Name })]
 				if a.Generation != b.Generation || !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) || !maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) {
 					t.Errorf("Foo %s changed by the migration:\nbefore generation %d %+v %v %v\nafter  generation %d %+v %v %v",
 						a.Name, b.Generation, b.Spec, b.Labels, b.Annotations, a.Generation, a.Spec, a.Labels, a.Annotations)
@@ -248,7 +266,7 @@ func TestStorageMigration(t *testing.T) {
 			}
 
 			// Again: nothing to do.
-			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, storagemigrate.Auto, 200*time.Millisecond); err != nil || res.Method != "" {
+			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil || res.Method != "" {
 				t.Errorf("run again: %+v, %v; want nothing done", res, err)
 			}
 		})

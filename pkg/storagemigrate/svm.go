@@ -1,0 +1,176 @@
+package storagemigrate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+var svmGroupVersion = svmv1beta1.SchemeGroupVersion.String()
+
+// servesMigrations reports whether the API server serves
+// StorageVersionMigrations.
+func servesMigrations(kube kubernetes.Interface) (bool, error) {
+	resources, err := kube.Discovery().ServerResourcesForGroupVersion(svmGroupVersion)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", svmGroupVersion, err)
+	}
+	return slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == "storageversionmigrations" }), nil
+}
+
+// migrateOnServer waits for a StorageVersionMigration of the CRD's
+// resource to succeed or fail: one not finished yet, if it began after the
+// storage version settled (kube-controller-manager runs one per resource
+// at a time: another would only queue behind it), else a new one.
+func migrateOnServer(ctx context.Context, kube kubernetes.Interface, crd *apiextensionsv1.CustomResourceDefinition, o Options) (string, error) {
+	logger := klog.FromContext(ctx)
+	svms := kube.StoragemigrationV1beta1().StorageVersionMigrations()
+	resource := metav1.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}
+	list, err := svms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("listing StorageVersionMigrations: %w", err)
+	}
+	var svm *svmv1beta1.StorageVersionMigration
+	changed := lastChanged(crd)
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Spec.Resource != resource || finished(m) {
+			continue
+		}
+		if !reusable(m, changed, o.Settle) {
+			logger.Info("A StorageVersionMigration begun before the storage version settled is still there; a new one queues behind it",
+				"migration", m.Name, "created", m.CreationTimestamp, "crdChanged", changed)
+			continue
+		}
+		svm = m
+		logger.Info("Waiting for the StorageVersionMigration already there", "migration", svm.Name, "created", svm.CreationTimestamp)
+	}
+	if svm == nil {
+		svm, err = svms.Create(ctx, &svmv1beta1.StorageVersionMigration{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: crd.Name + "-"},
+			Spec:       svmv1beta1.StorageVersionMigrationSpec{Resource: resource},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("creating a StorageVersionMigration: %w", err)
+		}
+		logger.Info("Created a StorageVersionMigration; waiting for kube-controller-manager", "migration", svm.Name)
+	}
+	waiting := time.Now()
+	for {
+		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationSucceeded)); c != nil && c.Status == metav1.ConditionTrue {
+			return svm.Name, nil
+		}
+		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationFailed)); c != nil && c.Status == metav1.ConditionTrue {
+			return svm.Name, fmt.Errorf("StorageVersionMigration %s failed: %s: %s", svm.Name, c.Reason, c.Message)
+		}
+		// kube-controller-manager notes the resourceVersion to migrate up
+		// to as soon as it sees a migration, queued or not.
+		if svm.Status.ResourceVersion == "" && time.Since(waiting) > svmStartWait {
+			return svm.Name, fmt.Errorf("StorageVersionMigration %s not begun after %v (no status.resourceVersion): kube-controller-manager is not running its storage-version-migrator-controller, "+
+				"or cannot list %s (a conversion webhook down?); its log says which. -method=rewrite needs neither; the migration left behind runs when it can",
+				svm.Name, svmStartWait, crd.Spec.Names.Plural)
+		}
+		select {
+		case <-ctx.Done():
+			return svm.Name, fmt.Errorf("StorageVersionMigration %s not finished (%v): kube-controller-manager retries the writes it could not make "+
+				"with a growing backoff (a conversion webhook down, for one; its log says why), and goes on after this; run again to wait for it: %w",
+				svm.Name, conditionSummary(svm.Status.Conditions), context.Cause(ctx))
+		case <-time.After(o.PollEvery):
+		}
+		got, err := svms.Get(ctx, svm.Name, metav1.GetOptions{})
+		if err != nil {
+			return svm.Name, err
+		}
+		svm = got
+	}
+}
+
+// svmStartWait is how long a StorageVersionMigration may go without a
+// status.resourceVersion before Migrate says nothing runs it. (A variable
+// for the tests.)
+var svmStartWait = time.Minute
+
+// reusable reports whether a migration can stand for the one Migrate would
+// create: one created at least settle after the CRD last changed. It skips
+// every object written after the resourceVersion it noted at its start, as
+// written in the new version already, which holds only once the switch
+// had settled.
+func reusable(svm *svmv1beta1.StorageVersionMigration, crdChanged time.Time, settle time.Duration) bool {
+	return !crdChanged.IsZero() && !svm.CreationTimestamp.Time.Before(crdChanged.Add(settle))
+}
+
+// lastChanged is when the CRD's spec or metadata was last written, from
+// its managedFields (the zero time if it cannot tell).
+func lastChanged(crd *apiextensionsv1.CustomResourceDefinition) time.Time {
+	var last time.Time
+	for _, mf := range crd.ManagedFields {
+		if mf.Subresource == "" && mf.Time != nil && mf.Time.After(last) {
+			last = mf.Time.Time
+		}
+	}
+	return last
+}
+
+func finished(svm *svmv1beta1.StorageVersionMigration) bool {
+	return meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1beta1.MigrationSucceeded)) ||
+		meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1beta1.MigrationFailed))
+}
+
+func conditionSummary(cs []metav1.Condition) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Type+"="+string(c.Status))
+	}
+	return out
+}
+
+// waitTrimmedByServer waits, for trimWait at most, for
+// kube-controller-manager's migration runner to trim storedVersions after a
+// StorageVersionMigration succeeded (a moment later). It trims them only
+// if the CRD's generation has not moved since the migration began, which
+// only it knows (the CRD's StorageMigrating condition).
+func waitTrimmedByServer(ctx context.Context, ext apiextensions.Interface, name string, res Result, pollEvery time.Duration) error {
+	deadline := time.Now().Add(trimWait)
+	for {
+		now, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading CRD %s after StorageVersionMigration %s: %w", name, res.Migration, err)
+		}
+		want := []string{storageVersion(now)}
+		if slices.Equal(now.Status.StoredVersions, want) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			why := ""
+			for _, c := range now.Status.Conditions {
+				if c.Type == apiextensionsv1.StorageMigrating {
+					why = ": " + c.Message
+				}
+			}
+			return fmt.Errorf("StorageVersionMigration %s succeeded, but kube-controller-manager left storedVersions %v, not %v (the CRD changed while it ran%s); run again",
+				res.Migration, now.Status.StoredVersions, want, why)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for storedVersions to be trimmed after StorageVersionMigration %s: %w", res.Migration, context.Cause(ctx))
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// trimWait is how long after a StorageVersionMigration succeeded its trim
+// of storedVersions may take. (A variable for the tests.)
+var trimWait = 30 * time.Second
