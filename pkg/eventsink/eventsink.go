@@ -34,7 +34,16 @@ type Tracked struct {
 	handed   uint64    // Events recorded through Recorder, ever
 	arrived  uint64    // Events that reached the broadcaster, ever
 	last     time.Time // an Event arrived or a write begun, the latest
+	lastIn   time.Time // the last Event recorded through Recorder
 }
+
+// Refused is how long after the last Event recorded Wait stops waiting for
+// those not arrived: client-go's recorder drops an Event it cannot make
+// (no reference to its object in the recorder's scheme; a type neither
+// Normal nor Warning) before handing it over, and the broadcaster drops
+// one for a watcher whose queue is full, so the count of those on their
+// way can be wrong for good.
+const Refused = 2 * time.Second
 
 // Quiet is how long after the last Event reached the broadcaster, or the
 // last write began, Wait still waits for a write to begin: the broadcaster
@@ -97,6 +106,7 @@ type countingRecorder struct {
 func (c countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	c.t.mu.Lock()
 	c.t.handed++
+	c.t.lastIn = time.Now()
 	c.t.mu.Unlock()
 	c.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
@@ -113,17 +123,17 @@ func (t *Tracked) Arrived(runtime.Object) {
 // pollEvery is how often Wait looks.
 const pollEvery = 10 * time.Millisecond
 
-// Wait waits until every Event recorded has reached the broadcaster, no
-// write is in flight, and none has begun, nor an Event arrived, for Quiet;
-// or until timeout passes. It reports whether it did not time out. A
-// process that recorded nothing in its last second does not wait at all;
-// one whose recorder refused an Event (client-go logs why) waits the whole
-// timeout.
+// Wait waits until every Event recorded has reached the broadcaster (or
+// Refused has passed since the last was recorded), no write is in flight,
+// and none has begun, nor an Event arrived, for Quiet; or until timeout
+// passes. It reports whether it did not time out. A process that recorded
+// nothing in its last second does not wait at all.
 func (t *Tracked) Wait(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		t.mu.Lock()
-		inFlight, pending, last := t.inFlight, t.handed > t.arrived, t.last
+		inFlight, last := t.inFlight, t.last
+		pending := t.handed > t.arrived && time.Since(t.lastIn) < Refused
 		t.mu.Unlock()
 		now := time.Now()
 		if inFlight == 0 && !pending && now.Sub(last) >= Quiet {

@@ -99,3 +99,22 @@ func TestWaitCoversTheHandOff(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitAfterARefusedEvent: an Event client-go's recorder refused never
+// arrives; Wait stops waiting for it Refused after it was recorded, not at
+// its timeout, at every later stop too.
+func TestWaitAfterARefusedEvent(t *testing.T) {
+	tr := &Tracked{Sink: slowSink{}}
+	tr.Recorder(refusingRecorder{}).Eventf(nil, nil, "Normal", "Scaled", "ScaleDeployment", "")
+	start := time.Now()
+	if !tr.Wait(10 * Refused) {
+		t.Fatal("Wait timed out")
+	}
+	if took := time.Since(start); took < Refused || took > Refused+Quiet {
+		t.Errorf("Wait took %v, want about %v", took, Refused)
+	}
+}
+
+type refusingRecorder struct{}
+
+func (refusingRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
