@@ -117,4 +117,5 @@ func TestWaitAfterARefusedEvent(t *testing.T) {
 
 type refusingRecorder struct{}
 
-func (refusingRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+func (refusingRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+}
