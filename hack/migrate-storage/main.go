@@ -34,8 +34,9 @@ func main() {
 	settle := flag.Duration("settle", time.Minute, "How long the API server must have stored in the new version before anything is written (requests begun on the old storage end within its request timeout, a minute by default).")
 	qps := flag.Float64("kube-api-qps", 50, "Requests per second to the API server (the rewrite writes each object once).")
 	burst := flag.Int("kube-api-burst", 100, "Burst of requests to the API server.")
+	force := flag.Bool("force", false, "Migrate even when the CRD's storedVersions name the storage version alone (storedVersions trimmed too early: docs/evolving-the-api.md, section 8).")
 	flag.Parse()
-	o := storagemigrate.Options{Method: storagemigrate.Method(*method), Settle: *settle}
+	o := storagemigrate.Options{Method: storagemigrate.Method(*method), Settle: *settle, Force: *force}
 	if err := run(*kubeconfig, *crd, o, float32(*qps), *burst, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate-storage:", err)
 		os.Exit(1)

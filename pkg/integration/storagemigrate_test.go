@@ -269,6 +269,54 @@ func TestStorageMigration(t *testing.T) {
 			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil || res.Method != "" {
 				t.Errorf("run again: %+v, %v; want nothing done", res, err)
 			}
+
+			// A second migration, back to v1alpha1 (as a release going
+			// back would), held up by the webhook down: while the Foos are
+			// still stored in v1beta1, storedVersions must name v1beta1.
+			// (kube-controller-manager 1.36, which owned storedVersions
+			// from its trim, drops them as it begins the next migration:
+			// pkg/storagemigrate's coOwnStoredVersions.)
+			patch = `[{"op":"replace","path":"/spec/versions/0/storage","value":true},{"op":"replace","path":"/spec/versions/1/storage","value":false}]`
+			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			cl.stopWebhook()
+			held, cancel := context.WithTimeout(ctx, 20*time.Second)
+			res, err = storagemigrate.Migrate(held, clients, fooCRD, opts)
+			cancel()
+			t.Logf("back to v1alpha1, the webhook down: %+v, %v", res, err)
+			if err == nil {
+				t.Fatal("the second migration succeeded with the webhook down")
+			}
+			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("meanwhile: stored %v, storedVersions %v", countVersions(stored), crd.Status.StoredVersions)
+			if countVersions(stored)["v1beta1"] > 0 && !slices.Contains(crd.Status.StoredVersions, "v1beta1") {
+				t.Errorf("storedVersions %v while Foos are stored in v1beta1 (%v): v1beta1 could be removed from the CRD over them", crd.Status.StoredVersions, countVersions(stored))
+			}
+			if err := cl.serveConversionWebhook(s.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if res, err = storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil {
+				t.Fatalf("the second migration: %+v: %v", res, err)
+			}
+			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": total}) || !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1"}) {
+				t.Errorf("after the second migration: stored %v, storedVersions %v; want all %d in v1alpha1, [v1alpha1]", got, crd.Status.StoredVersions, total)
+			}
 		})
 	}
 }

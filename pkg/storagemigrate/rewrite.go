@@ -37,11 +37,14 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 			}
 		}
 		if err != nil {
+			if failed > 0 {
+				err = errors.Join(err, fmt.Errorf("and before that, %d could not be written again: %w", failed, errors.Join(firstErrs...)))
+			}
 			return fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 		}
 		for i := range page.Items {
 			obj := &page.Items[i]
-			out, err := client.Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: "foo-migrate-storage"})
+			out, err := client.Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
 			switch {
 			case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
 				res.Unchanged++
@@ -54,6 +57,9 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 				// version settled: in the new version (as
 				// kube-controller-manager's migration reasons too).
 				res.Overtaken++
+			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+				// Every other write would be refused as well.
+				return fmt.Errorf("writing %s/%s again: %w", obj.GetNamespace(), obj.GetName(), err)
 			default:
 				failed++
 				err = fmt.Errorf("%s/%s: %w", obj.GetNamespace(), obj.GetName(), err)

@@ -42,6 +42,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// fieldManager names Migrate's writes.
+const fieldManager = "foo-migrate-storage"
+
 // Method is how the stored objects are written again.
 type Method string
 
@@ -78,6 +81,9 @@ type Options struct {
 	// PageSize bounds each list of Rewrite: one page of objects in memory at
 	// a time. Default: 500.
 	PageSize int64
+	// Force migrates even when storedVersions name the storage version
+	// alone: for a storedVersions trimmed too early.
+	Force bool
 }
 
 func (o Options) withDefaults() Options {
@@ -135,8 +141,18 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 		return res, fmt.Errorf("CRD %s has no storage version", crd)
 	}
 	if slices.Equal(got.Status.StoredVersions, []string{res.StorageVersion}) {
-		logger.Info("Nothing to migrate: every object is stored in the storage version", "crd", crd, "storageVersion", res.StorageVersion)
-		return res, nil
+		switch {
+		case o.Force:
+			logger.Info("storedVersions name the storage version alone; migrating all the same (-force)", "crd", crd, "storageVersion", res.StorageVersion)
+		case migrating(got):
+			// kube-controller-manager 1.36 may have dropped the old
+			// version from storedVersions as it began (svm.go,
+			// coOwnStoredVersions): storedVersions cannot be trusted.
+			logger.Info("storedVersions name the storage version alone, but a StorageVersionMigration is running: migrating all the same", "crd", crd, "storageVersion", res.StorageVersion)
+		default:
+			logger.Info("Nothing to migrate: every object is stored in the storage version", "crd", crd, "storageVersion", res.StorageVersion)
+			return res, nil
+		}
 	}
 	served, err := servesMigrations(c.Kube)
 	if err != nil {
@@ -157,6 +173,9 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 	res.Method = method
 	logger.Info("Migrating stored objects", "crd", crd, "storageVersion", res.StorageVersion, "storedVersions", got.Status.StoredVersions, "method", method)
 	if method == StorageVersionMigration {
+		if err := coOwnStoredVersions(ctx, c.APIExtensions, crd); err != nil {
+			return res, err
+		}
 		if res.Migration, err = migrateOnServer(ctx, c.Kube, got, o); err != nil {
 			return res, err
 		}

@@ -33,8 +33,8 @@ func crd() *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "foos.samplecontroller.example.com", Generation: 2,
 			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Time: &metav1.Time{Time: crdChanged}},
-				{Manager: "kube-apiserver", Subresource: "status", Time: &metav1.Time{Time: crdChanged.Add(time.Hour)}},
+				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")}, Time: &metav1.Time{Time: crdChanged}},
+				{Manager: "kube-apiserver", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")}, Subresource: "status", Time: &metav1.Time{Time: crdChanged.Add(time.Hour)}},
 			}},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: foos.Group,
@@ -376,4 +376,21 @@ func TestStorageVersionMigration(t *testing.T) {
 			t.Fatalf("%v, want it not served", err)
 		}
 	})
+}
+
+// TestRewriteRefusedByRBAC: a write refused as forbidden stops the rewrite
+// at once (every other would be refused as well), naming the refusal.
+func TestRewriteRefusedByRBAC(t *testing.T) {
+	writes := 0
+	c, ext := fixture(t, false, func(name string) error {
+		writes++
+		return apierrors.NewForbidden(foos.GroupResource(), name, errors.New(`User "migrator" cannot update resource "foos"`))
+	}, foo("a", "1"), foo("b", "2"), foo("c", "3"))
+	_, err := Migrate(context.Background(), c, crd().Name, fast)
+	if !apierrors.IsForbidden(err) || writes != 1 {
+		t.Errorf("%v after %d writes; want the refusal after the first", err, writes)
+	}
+	if got := storedVersions(t, ext); !slices.Equal(got, []string{"v1alpha1", "v1beta1"}) {
+		t.Errorf("storedVersions %v", got)
+	}
 }

@@ -31,7 +31,7 @@ func trim(ctx context.Context, ext apiextensions.Interface, began *apiextensions
 	now.Status.StoredVersions = want
 	// The update carries the resourceVersion just read: a CRD changed in
 	// between is a conflict, not a lost write.
-	if _, err := crds.UpdateStatus(ctx, now, metav1.UpdateOptions{FieldManager: "foo-migrate-storage"}); err != nil {
+	if _, err := crds.UpdateStatus(ctx, now, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("trimming the storedVersions of CRD %s: %w", began.Name, err)
 	}
 	klog.FromContext(ctx).Info("Trimmed storedVersions", "crd", began.Name, "storedVersions", want)
