@@ -30,9 +30,9 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 			// where it stopped, in a list no longer consistent: what was
 			// written since is in the storage version already.
 			var status apierrors.APIStatus
-			if errors.As(err, &status) && status.Status().ListMeta.Continue != "" {
+			if errors.As(err, &status) && status.Status().Continue != "" {
 				logger.Info("The list expired; going on from where it stopped")
-				opts.Continue = status.Status().ListMeta.Continue
+				opts.Continue = status.Status().Continue
 				continue
 			}
 		}

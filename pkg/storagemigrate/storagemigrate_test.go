@@ -33,8 +33,8 @@ func crd() *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "foos.samplecontroller.example.com", Generation: 2,
 			ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")}, Time: &metav1.Time{Time: crdChanged}},
-				{Manager: "kube-apiserver", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")}, Subresource: "status", Time: &metav1.Time{Time: crdChanged.Add(time.Hour)}},
+				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}"), Time: &metav1.Time{Time: crdChanged}},
+				{Manager: "kube-apiserver", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apiextensions.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}"), Subresource: "status", Time: &metav1.Time{Time: crdChanged.Add(time.Hour)}},
 			}},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: foos.Group,
@@ -172,7 +172,7 @@ func TestRewriteListExpired(t *testing.T) {
 				return true, l, nil
 			case 2: // with the token: expired, another offered
 				err := apierrors.NewResourceExpired("the continue token is too old")
-				err.ErrStatus.ListMeta.Continue = offered
+				err.ErrStatus.Continue = offered
 				return true, nil, err
 			default: // from where it stopped
 				return true, &unstructured.UnstructuredList{Items: []unstructured.Unstructured{*foo("b", "2")}}, nil
