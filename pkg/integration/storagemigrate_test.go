@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +63,16 @@ func (c *cluster) storedVersionsOf(ctx context.Context, ns string) (map[string]s
 		out[strings.TrimPrefix(string(key), prefix)] = obj.APIVersion
 	}
 	return out, nil
+}
+
+// migrating reports whether the CRD says a StorageVersionMigration runs.
+func migrating(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.StorageMigrating && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // countVersions counts Foos by the version they are stored in.
@@ -316,6 +328,48 @@ func TestStorageMigration(t *testing.T) {
 			}
 			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": total}) || !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1"}) {
 				t.Errorf("after the second migration: stored %v, storedVersions %v; want all %d in v1alpha1, [v1alpha1]", got, crd.Status.StoredVersions, total)
+			}
+			if tc.method != storagemigrate.StorageVersionMigration {
+				return
+			}
+
+			// A third, by hand (kubectl create, another migrator), after
+			// the tool's: storedVersions, which kube-controller-manager's
+			// trim made its own again, must stay as it begins (the tool
+			// co-owns them after its migration too; found by the second
+			// attack).
+			patch = `[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`
+			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			cl.stopWebhook()
+			t.Cleanup(func() { _ = cl.serveConversionWebhook(context.WithoutCancel(s.ctx)) }) // the namespace's deletion needs it
+			byHand := &svmv1beta1.StorageVersionMigration{
+				ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
+				Spec:       svmv1beta1.StorageVersionMigrationSpec{Resource: metav1.GroupResource{Group: "samplecontroller.example.com", Resource: "foos"}},
+			}
+			if _, err := s.kube.StoragemigrationV1beta1().StorageVersionMigrations().Create(s.ctx, byHand, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s.eventually(time.Minute, "kube-controller-manager to begin the migration by hand", func() (bool, string) {
+				crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				return migrating(crd), fmt.Sprint(crd.Status.Conditions)
+			})
+			time.Sleep(2 * time.Second) // its apply, and the API server's answer to it
+			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("a migration by hand begun, the webhook down: stored %v, storedVersions %v", countVersions(stored), crd.Status.StoredVersions)
+			if countVersions(stored)["v1alpha1"] > 0 && !slices.Contains(crd.Status.StoredVersions, "v1alpha1") {
+				t.Errorf("storedVersions %v while Foos are stored in v1alpha1 (%v)", crd.Status.StoredVersions, countVersions(stored))
 			}
 		})
 	}

@@ -46,6 +46,8 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 			obj := &page.Items[i]
 			out, err := client.Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
 			switch {
+			case ctx.Err() != nil:
+				return fmt.Errorf("stopped after %d written, %d already in it; storedVersions left as they were: %w", res.Written, res.Unchanged, context.Cause(ctx))
 			case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
 				res.Unchanged++
 			case err == nil:

@@ -179,7 +179,13 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 		if res.Migration, err = migrateOnServer(ctx, c.Kube, got, o); err != nil {
 			return res, err
 		}
-		return res, waitTrimmedByServer(ctx, c.APIExtensions, got.Name, res, o.PollEvery)
+		if err := waitTrimmedByServer(ctx, c.APIExtensions, got.Name, res, o.PollEvery); err != nil {
+			return res, err
+		}
+		// Its trim, forced, made kube-controller-manager the only owner
+		// of storedVersions again: a migration created by anyone else
+		// next would have them dropped as it began (svm.go).
+		return res, coOwnStoredVersions(ctx, c.APIExtensions, crd)
 	}
 	if err := rewrite(ctx, c.Dynamic, got, &res, o.PageSize); err != nil {
 		return res, err
