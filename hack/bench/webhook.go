@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,30 +89,12 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 		}
 	}()
 
-	b, err := os.ReadFile("artifacts/examples/crd.yaml")
+	crd, err := shippedCRD()
 	if err != nil {
-		return nil, err
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
 		return nil, err
 	}
 	webhookURL := "https://" + lis.Addr().String() + webhook.Path
 	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"url": webhookURL}, "spec", "conversion", "webhook", "clientConfig"); err != nil {
-		return nil, err
-	}
-	if b, err = yaml.Marshal(crd.Object); err != nil {
-		return nil, err
-	}
-	crdFile, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.Remove(crdFile.Name()) }()
-	if _, err := crdFile.Write(b); err != nil {
-		return nil, err
-	}
-	if err := crdFile.Close(); err != nil {
 		return nil, err
 	}
 	progress("installing the CRD, its conversion webhook served by the bench at %s (log: %s)", webhookURL, logPath)
@@ -137,11 +120,7 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 	if err := webhook.PointAt(ctx, dyn, keeper.CRD, webhookURL); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
 		return nil, err
 	}
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crdFile.Name()); err != nil {
-		return nil, err
-	}
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
-		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
+	if err := applyCRD(kubectl, kubeconfig, crd); err != nil {
 		return nil, err
 	}
 	// Converting from the first Foo on: the keeper has injected its CA.
@@ -160,12 +139,8 @@ var conversionReviews atomic.Int64
 // A CRD already serving v1beta1 is changed to it by the same apply (the
 // bench's field manager owns what it applied before).
 func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err error) {
-	b, err := os.ReadFile("artifacts/examples/crd.yaml")
+	crd, err := shippedCRD()
 	if err != nil {
-		return nil, err
-	}
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(b, &crd.Object); err != nil {
 		return nil, err
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
@@ -176,28 +151,52 @@ func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err er
 	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
 		return nil, err
 	}
-	unstructured.RemoveNestedField(crd.Object, "spec", "conversion")
-	if b, err = yaml.Marshal(crd.Object); err != nil {
-		return nil, err
-	}
-	crdFile, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.Remove(crdFile.Name()) }()
-	if _, err := crdFile.Write(b); err != nil {
-		return nil, err
-	}
-	if err := crdFile.Close(); err != nil {
+	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"strategy": "None"}, "spec", "conversion"); err != nil {
 		return nil, err
 	}
 	progress("installing the CRD serving v1alpha1 alone, no conversion webhook (-single-version)")
+	// First on a CRD already there (a plane the bench ran on before): the
+	// webhook's url, set by another field manager, would outlive the apply
+	// and be refused beside strategy None.
+	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "patch", "crd", crd.GetName(), "--type=merge",
+		"-p", `{"spec":{"conversion":{"strategy":"None","webhook":null}}}`); err != nil && !strings.Contains(err.Error(), "NotFound") && !strings.Contains(err.Error(), "not found") {
+		return nil, err
+	}
+	return func() {}, applyCRD(kubectl, kubeconfig, crd)
+}
+
+// shippedCRD reads artifacts/examples/crd.yaml.
+func shippedCRD() (*unstructured.Unstructured, error) {
+	b, err := os.ReadFile("artifacts/examples/crd.yaml")
+	if err != nil {
+		return nil, err
+	}
+	crd := &unstructured.Unstructured{}
+	return crd, yaml.Unmarshal(b, &crd.Object)
+}
+
+// applyCRD applies crd (server-side, forcing: the bench's own settings
+// win) and waits until it is established.
+func applyCRD(kubectl, kubeconfig string, crd *unstructured.Unstructured) error {
+	b, err := yaml.Marshal(crd.Object)
+	if err != nil {
+		return err
+	}
+	crdFile, err := os.CreateTemp("", "foo-bench-crd-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(crdFile.Name()) }()
+	if _, err := crdFile.Write(b); err != nil {
+		return err
+	}
+	if err := crdFile.Close(); err != nil {
+		return err
+	}
 	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crdFile.Name()); err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
-		"crd/foos.samplecontroller.example.com", "--timeout=60s"); err != nil {
-		return nil, err
-	}
-	return func() {}, nil
+	_, err = output(kubectl, "--kubeconfig="+kubeconfig, "wait", "--for=condition=Established",
+		"crd/"+crd.GetName(), "--timeout=60s")
+	return err
 }
