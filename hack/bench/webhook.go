@@ -135,9 +135,8 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 var conversionReviews atomic.Int64
 
 // installSingleVersionCRD applies the shipped CRD with v1beta1 dropped and
-// no conversion (strategy None), as the release before v1beta1 shipped it.
-// A CRD already serving v1beta1 is changed to it by the same apply (the
-// bench's field manager owns what it applied before).
+// no conversion (strategy None), as the release before v1beta1 shipped it,
+// over a CRD already serving v1beta1 too (a plane the bench ran on).
 func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err error) {
 	crd, err := shippedCRD()
 	if err != nil {

@@ -93,21 +93,21 @@ func startCluster(ctx context.Context, repoRoot, testbin, dir string, opts clust
 		Set("audit-log-mode", "blocking").
 		// As in most real clusters: setting blockOwnerDeletion on an owner
 		// reference to a Foo needs update on foos/finalizers.
-		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement").
-		// Server-side sharded lists and watches (alpha in 1.36), as
-		// hack/local-up.sh enables them (docs/sharding.md).
-		Set("feature-gates", "ShardedListAndWatch=true")
+		Set("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	// Server-side sharded lists and watches (alpha in 1.36), as
+	// hack/local-up.sh enables them (docs/sharding.md).
+	gates := "ShardedListAndWatch=true"
 	kcmFeatures := []string{}
 	kcmControllers := "deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,pod-garbage-collector-controller,node-lifecycle-controller"
 	if opts.storageVersionMigrator {
-		apiserver.Configure().
-			Set("feature-gates", "ShardedListAndWatch=true,StorageVersionMigrator=true").
-			Set("runtime-config", "storagemigration.k8s.io/v1beta1=true")
+		gates += ",StorageVersionMigrator=true"
+		apiserver.Configure().Set("runtime-config", "storagemigration.k8s.io/v1beta1=true")
 		kcmFeatures = append(kcmFeatures, "--feature-gates=StorageVersionMigrator=true")
 		// It finds the objects to migrate through the garbage collector's
 		// graph.
 		kcmControllers += ",storage-version-migrator-controller"
 	}
+	apiserver.Configure().Set("feature-gates", gates)
 	for name, value := range opts.apiserverFlags {
 		apiserver.Configure().Set(name, value)
 	}

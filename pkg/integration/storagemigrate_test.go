@@ -14,6 +14,7 @@ import (
 	"time"
 
 	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -65,16 +66,6 @@ func (c *cluster) storedVersionsOf(ctx context.Context, ns string) (map[string]s
 	return out, nil
 }
 
-// migrating reports whether the CRD says a StorageVersionMigration runs.
-func migrating(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.StorageMigrating && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 // countVersions counts Foos by the version they are stored in.
 func countVersions(stored map[string]string) map[string]int {
 	n := map[string]int{}
@@ -117,6 +108,29 @@ func TestStorageMigration(t *testing.T) {
 			// 2 s: nothing else writes Foos here.
 			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10}
 			ctx := klog.NewContext(s.ctx, klog.Background().WithName(tc.name))
+			// storeIn makes version the CRD's storage version.
+			storeIn := func(version string) {
+				t.Helper()
+				patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/versions/0/storage","value":%t},{"op":"replace","path":"/spec/versions/1/storage","value":%t}]`,
+					version == "v1alpha1", version == "v1beta1")
+				if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// state reads how many Foos are stored in each version (etcd)
+			// and the CRD's storedVersions.
+			state := func() (stored map[string]int, storedVersions []string) {
+				t.Helper()
+				inEtcd, err := cl.storedVersionsOf(s.ctx, s.ns)
+				if err != nil {
+					t.Fatal(err)
+				}
+				crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return countVersions(inEtcd), crd.Status.StoredVersions
+			}
 
 			// Before: stored in v1alpha1, the one storage version so far.
 			const n = 30
@@ -131,11 +145,7 @@ func TestStorageMigration(t *testing.T) {
 			if _, err := beta.Create(s.ctx, withField, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			stored, err := cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": n + 1}) {
+			if got, _ := state(); !maps.Equal(got, map[string]int{"v1alpha1": n + 1}) {
 				t.Fatalf("before the storage version changed: stored %v, want all %d in v1alpha1", got, n+1)
 			}
 			res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts)
@@ -149,16 +159,9 @@ func TestStorageMigration(t *testing.T) {
 
 			// The storage version becomes v1beta1 (as the CRD of the
 			// release after this one will ship it).
-			patch := `[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`
-			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
-				t.Fatalf("storedVersions %v after the switch, want %v", crd.Status.StoredVersions, want)
+			storeIn("v1beta1")
+			if _, sv := state(); !slices.Equal(sv, []string{"v1alpha1", "v1beta1"}) {
+				t.Fatalf("storedVersions %v after the switch, want [v1alpha1 v1beta1]", sv)
 			}
 			// Foos written after the switch are stored in v1beta1: the
 			// rewrite finds them so (the API server writes nothing).
@@ -176,11 +179,7 @@ func TestStorageMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			total := len(all.Items)
-			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			storedBefore := countVersions(stored)
+			storedBefore, _ := state()
 			t.Logf("before the migration: %d Foos, stored %v", total, storedBefore)
 
 			var stuck string // the StorageVersionMigration left running, if any
@@ -204,12 +203,8 @@ func TestStorageMigration(t *testing.T) {
 					t.Errorf("the error does not say %q", want)
 				}
 				stuck = res.Migration
-				crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := []string{"v1alpha1", "v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
-					t.Fatalf("storedVersions %v after a failed migration, want %v kept", crd.Status.StoredVersions, want)
+				if _, sv := state(); !slices.Equal(sv, []string{"v1alpha1", "v1beta1"}) {
+					t.Fatalf("storedVersions %v after a failed migration, want [v1alpha1 v1beta1] kept", sv)
 				}
 				// Back, at another address: the CRD changes (its
 				// conversion webhook's url; a new caBundle would too).
@@ -238,19 +233,12 @@ func TestStorageMigration(t *testing.T) {
 				t.Errorf("it used StorageVersionMigration %q, begun before the CRD changed; want a new one", stuck)
 			}
 
-			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1beta1": total}) {
+			got, sv := state()
+			if !maps.Equal(got, map[string]int{"v1beta1": total}) {
 				t.Errorf("after the migration: stored %v, want all %d in v1beta1", got, total)
 			}
-			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := []string{"v1beta1"}; !slices.Equal(crd.Status.StoredVersions, want) {
-				t.Errorf("storedVersions %v after the migration, want %v", crd.Status.StoredVersions, want)
+			if !slices.Equal(sv, []string{"v1beta1"}) {
+				t.Errorf("storedVersions %v after the migration, want [v1beta1]", sv)
 			}
 
 			// Nothing a client reads has changed.
@@ -269,12 +257,12 @@ func TestStorageMigration(t *testing.T) {
 						a.Name, b.Generation, b.Spec, b.Labels, b.Annotations, a.Generation, a.Spec, a.Labels, a.Annotations)
 				}
 			}
-			got, err := beta.Get(s.ctx, "beta", metav1.GetOptions{})
+			migrated, err := beta.Get(s.ctx, "beta", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Spec.Deployment.MinReadySeconds != 30 {
-				t.Errorf("minReadySeconds %d after the migration, want 30", got.Spec.Deployment.MinReadySeconds)
+			if migrated.Spec.Deployment.MinReadySeconds != 30 {
+				t.Errorf("minReadySeconds %d after the migration, want 30", migrated.Spec.Deployment.MinReadySeconds)
 			}
 
 			// Again: nothing to do.
@@ -288,10 +276,7 @@ func TestStorageMigration(t *testing.T) {
 			// (kube-controller-manager 1.36, which owned storedVersions
 			// from its trim, drops them as it begins the next migration:
 			// pkg/storagemigrate's coOwnStoredVersions.)
-			patch = `[{"op":"replace","path":"/spec/versions/0/storage","value":true},{"op":"replace","path":"/spec/versions/1/storage","value":false}]`
-			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			storeIn("v1alpha1")
 			cl.stopWebhook()
 			held, cancel := context.WithTimeout(ctx, 20*time.Second)
 			res, err = storagemigrate.Migrate(held, clients, fooCRD, opts)
@@ -300,17 +285,10 @@ func TestStorageMigration(t *testing.T) {
 			if err == nil {
 				t.Fatal("the second migration succeeded with the webhook down")
 			}
-			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("meanwhile: stored %v, storedVersions %v", countVersions(stored), crd.Status.StoredVersions)
-			if countVersions(stored)["v1beta1"] > 0 && !slices.Contains(crd.Status.StoredVersions, "v1beta1") {
-				t.Errorf("storedVersions %v while Foos are stored in v1beta1 (%v): v1beta1 could be removed from the CRD over them", crd.Status.StoredVersions, countVersions(stored))
+			got, sv = state()
+			t.Logf("meanwhile: stored %v, storedVersions %v", got, sv)
+			if got["v1beta1"] > 0 && !slices.Contains(sv, "v1beta1") {
+				t.Errorf("storedVersions %v while Foos are stored in v1beta1 (%v): v1beta1 could be removed from the CRD over them", sv, got)
 			}
 			if err := cl.serveConversionWebhook(s.ctx); err != nil {
 				t.Fatal(err)
@@ -318,16 +296,8 @@ func TestStorageMigration(t *testing.T) {
 			if res, err = storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil {
 				t.Fatalf("the second migration: %+v: %v", res, err)
 			}
-			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := countVersions(stored); !maps.Equal(got, map[string]int{"v1alpha1": total}) || !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1"}) {
-				t.Errorf("after the second migration: stored %v, storedVersions %v; want all %d in v1alpha1, [v1alpha1]", got, crd.Status.StoredVersions, total)
+			if got, sv = state(); !maps.Equal(got, map[string]int{"v1alpha1": total}) || !slices.Equal(sv, []string{"v1alpha1"}) {
+				t.Errorf("after the second migration: stored %v, storedVersions %v; want all %d in v1alpha1, [v1alpha1]", got, sv, total)
 			}
 			if tc.method != storagemigrate.StorageVersionMigration {
 				return
@@ -338,10 +308,7 @@ func TestStorageMigration(t *testing.T) {
 			// trim made its own again, must stay as it begins (the tool
 			// co-owns them after its migration too; found by the second
 			// attack).
-			patch = `[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`
-			if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			storeIn("v1beta1")
 			cl.stopWebhook()
 			t.Cleanup(func() { _ = cl.serveConversionWebhook(context.WithoutCancel(s.ctx)) }) // the namespace's deletion needs it
 			byHand := &svmv1beta1.StorageVersionMigration{
@@ -352,24 +319,17 @@ func TestStorageMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.eventually(time.Minute, "kube-controller-manager to begin the migration by hand", func() (bool, string) {
-				crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+				crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
 				}
-				return migrating(crd), fmt.Sprint(crd.Status.Conditions)
+				return apihelpers.IsCRDConditionTrue(crd, apiextensionsv1.StorageMigrating), fmt.Sprint(crd.Status.Conditions)
 			})
 			time.Sleep(2 * time.Second) // its apply, and the API server's answer to it
-			crd, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored, err = cl.storedVersionsOf(s.ctx, s.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("a migration by hand begun, the webhook down: stored %v, storedVersions %v", countVersions(stored), crd.Status.StoredVersions)
-			if countVersions(stored)["v1alpha1"] > 0 && !slices.Contains(crd.Status.StoredVersions, "v1alpha1") {
-				t.Errorf("storedVersions %v while Foos are stored in v1alpha1 (%v)", crd.Status.StoredVersions, countVersions(stored))
+			got, sv = state()
+			t.Logf("a migration by hand begun, the webhook down: stored %v, storedVersions %v", got, sv)
+			if got["v1alpha1"] > 0 && !slices.Contains(sv, "v1alpha1") {
+				t.Errorf("storedVersions %v while Foos are stored in v1alpha1 (%v)", sv, got)
 			}
 		})
 	}

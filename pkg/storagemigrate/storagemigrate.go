@@ -34,6 +34,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,15 +137,15 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{StorageVersion: storageVersion(got), StoredVersionsBefore: slices.Clone(got.Status.StoredVersions)}
-	if res.StorageVersion == "" {
-		return res, fmt.Errorf("CRD %s has no storage version", crd)
+	res := Result{StoredVersionsBefore: slices.Clone(got.Status.StoredVersions)}
+	if res.StorageVersion, err = apihelpers.GetCRDStorageVersion(got); err != nil {
+		return res, fmt.Errorf("CRD %s: %w", crd, err)
 	}
 	if slices.Equal(got.Status.StoredVersions, []string{res.StorageVersion}) {
 		switch {
 		case o.Force:
 			logger.Info("storedVersions name the storage version alone; migrating all the same (-force)", "crd", crd, "storageVersion", res.StorageVersion)
-		case migrating(got):
+		case apihelpers.IsCRDConditionTrue(got, apiextensionsv1.StorageMigrating):
 			// kube-controller-manager 1.36 may have dropped the old
 			// version from storedVersions as it began (svm.go,
 			// coOwnStoredVersions): storedVersions cannot be trusted.
@@ -191,13 +192,4 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 		return res, err
 	}
 	return res, trim(ctx, c.APIExtensions, got)
-}
-
-func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	svmv1beta1 "k8s.io/api/storagemigration/v1beta1"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	applyextensionsv1 "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -58,17 +59,6 @@ func coOwnStoredVersions(ctx context.Context, ext apiextensions.Interface, name 
 		return fmt.Errorf("owning the storedVersions of CRD %s before the migration (so that kube-controller-manager cannot drop them as it begins): %w", name, err)
 	}
 	return nil
-}
-
-// migrating reports whether the CRD says a StorageVersionMigration of its
-// resource is running.
-func migrating(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.StorageMigrating && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // migrateOnServer waits for a StorageVersionMigration of the CRD's
@@ -189,16 +179,18 @@ func waitTrimmedByServer(ctx context.Context, ext apiextensions.Interface, name 
 		if err != nil {
 			return fmt.Errorf("reading CRD %s after StorageVersionMigration %s: %w", name, res.Migration, err)
 		}
-		want := []string{storageVersion(now)}
+		storage, err := apihelpers.GetCRDStorageVersion(now)
+		if err != nil {
+			return fmt.Errorf("CRD %s: %w", name, err)
+		}
+		want := []string{storage}
 		if slices.Equal(now.Status.StoredVersions, want) {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			why := ""
-			for _, c := range now.Status.Conditions {
-				if c.Type == apiextensionsv1.StorageMigrating {
-					why = ": " + c.Message
-				}
+			if c := apihelpers.FindCRDCondition(now, apiextensionsv1.StorageMigrating); c != nil {
+				why = ": " + c.Message
 			}
 			return fmt.Errorf("StorageVersionMigration %s succeeded, but kube-controller-manager left storedVersions %v, not %v (the CRD changed while it ran%s); run again",
 				res.Migration, now.Status.StoredVersions, want, why)

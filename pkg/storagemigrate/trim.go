@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,11 @@ func trim(ctx context.Context, ext apiextensions.Interface, began *apiextensions
 		return fmt.Errorf("CRD %s changed while its objects were written again (generation %d, then %d); storedVersions left as they were; run again",
 			began.Name, began.Generation, now.Generation)
 	}
-	want := []string{storageVersion(now)}
+	storage, err := apihelpers.GetCRDStorageVersion(now)
+	if err != nil {
+		return fmt.Errorf("CRD %s: %w", began.Name, err)
+	}
+	want := []string{storage}
 	if slices.Equal(now.Status.StoredVersions, want) {
 		return nil
 	}
