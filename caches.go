@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
 	"example.com/foo-controller/pkg/plan"
 )
@@ -58,12 +58,12 @@ func (c *Controller) recheckUnseen(dep *plan.DeploymentView) syncResult {
 
 // getFoo returns the cached Foo (nil if there is none). The object is
 // shared with the cache: never modify it.
-func (c *Controller) getFoo(key cache.ObjectName) (*samplev1alpha1.Foo, error) {
+func (c *Controller) getFoo(key cache.ObjectName) (*samplev1beta1.Foo, error) {
 	obj, exists, err := c.foos.GetByKey(key.String())
 	if err != nil || !exists {
 		return nil, err
 	}
-	return obj.(*samplev1alpha1.Foo), nil
+	return obj.(*samplev1beta1.Foo), nil
 }
 
 // getDeployment returns the cached Deployment (nil if there is none). The
@@ -80,9 +80,9 @@ func (c *Controller) getDeployment(namespace, name string) (*plan.DeploymentView
 // (see pkg/cachetrim) before it is remembered in a MutationCache. A
 // Deployment written is remembered as the cache keeps it, a
 // plan.DeploymentView.
-func trimmedFoo(foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+func trimmedFoo(foo *samplev1beta1.Foo) *samplev1beta1.Foo {
 	out, _ := cachetrim.Transform(foo)
-	return out.(*samplev1alpha1.Foo)
+	return out.(*samplev1beta1.Foo)
 }
 
 // namespaceGoing reports whether the namespace is being deleted, as far as

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/eventsink"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
@@ -134,7 +134,7 @@ type eventSender struct {
 // client-go's global scheme.
 func startEvents(ctx context.Context, client kubernetes.Interface) (events.EventRecorder, *eventSender, error) {
 	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), samplev1alpha1.Install(scheme)); err != nil {
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), samplev1beta1.Install(scheme)); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -25,7 +25,7 @@ import (
 	"example.com/foo-controller/pkg/cachetrim"
 	"example.com/foo-controller/pkg/corrections"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
-	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
+	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/pacer"

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/metrics"
@@ -77,13 +78,13 @@ func TestSyncStaleFooConflictIsRetried(t *testing.T) {
 	// preconditioned on the cached resourceVersion, gets a 409 and the key
 	// goes back to the queue with backoff.
 	foo := newFoo("a", 1)
-	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	f := newFixture(t).withFoo(foo)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
 	f.client.PrependReactor("patch", "foos", func(a core.Action) (bool, runtime.Object, error) {
 		if a.(core.PatchAction).GetPatchType() == types.MergePatchType {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: samplev1alpha1.GroupName, Resource: "foos"}, "a", errors.New("stale"))
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: samplev1beta1.GroupName, Resource: "foos"}, "a", errors.New("stale"))
 		}
 		return false, nil, nil
 	})
@@ -214,7 +215,7 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 	i := informers.NewSharedInformerFactory(client, 0)
 	k8sI := kubeinformers.NewSharedInformerFactory(kubeclient, 0)
 	c, err := NewController(ctx, kubeclient, client, k8sI.Apps().V1().Deployments(),
-		i.Samplecontroller().V1alpha1().Foos(), events.NewFakeRecorder(10))
+		i.Samplecontroller().V1beta1().Foos(), events.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	i := informers.NewSharedInformerFactory(client, 0)
 	k8sI := kubeinformers.NewSharedInformerFactory(kubeclient, 0) // no transform
 	c, err := NewController(ctx, kubeclient, client, k8sI.Apps().V1().Deployments(),
-		i.Samplecontroller().V1alpha1().Foos(), events.NewFakeRecorder(10))
+		i.Samplecontroller().V1beta1().Foos(), events.NewFakeRecorder(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,16 +269,29 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	if _, ok := objs[0].(*plan.DeploymentView); !ok {
 		t.Fatalf("the cache holds a %T, want *plan.DeploymentView", objs[0])
 	}
-	dep, err := c.getDeployment(testNS, foo.Spec.DeploymentName)
+	dep, err := c.getDeployment(testNS, foo.Spec.Deployment.Name)
 	if err != nil || dep == nil || dep.UID != ownedDeployment(foo).UID {
 		t.Errorf("getDeployment: %+v, %v", dep, err)
 	}
 	// The handlers are called after the caches sync, not before
-	// WaitForCacheSync returns; nothing failed on the way.
+	// WaitForCacheSync returns; nothing failed on the way. Both the Foo's
+	// handler and its Deployment's queue the Foo, each from a goroutine of
+	// its own: one may add it again after the first was taken out, so the
+	// keys are compared as a set.
 	for deadline := time.Now().Add(5 * time.Second); c.workqueue.Len() == 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	assertQueue(t, c, []string{"default/a"})
+	var got []string
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for c.workqueue.Len() > 0 {
+			key, _ := c.workqueue.Get()
+			got = append(got, key.String())
+			c.workqueue.Done(key)
+		}
+	}
+	if got = slices.Compact(got); !slices.Equal(got, []string{"default/a"}) {
+		t.Errorf("queued keys: got %q, want [default/a]", got)
+	}
 }
 
 // TestCheckAPIExplainsWhatIsMissing: at start, a missing CRD, a missing
@@ -287,7 +301,7 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 // not waited for.
 func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 	for _, tc := range []struct{ refused, want string }{
-		{fooGV, "API samplecontroller.example.com/v1alpha1 is not served (is the CRD installed?"},
+		{fooGV, "API samplecontroller.example.com/v1beta1 is not served (is the CRD installed?"},
 		{fooGV + "/foos", "cannot list foos (does the controller's identity have RBAC permission"},
 		{"/apis/apps/v1/deployments", "cannot list deployments (does the controller's identity have RBAC permission"},
 		{"/api/v1/namespaces", "cannot list namespaces (does the controller's identity have RBAC permission"},
@@ -318,7 +332,7 @@ func TestCheckAPIExplainsWhatIsMissing(t *testing.T) {
 	t.Run("CRD without foos", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1","resources":[]}`))
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1beta1","resources":[]}`))
 		}))
 		defer srv.Close()
 		err := checkAPI(t.Context(), &rest.Config{Host: srv.URL}, "", time.Minute)
@@ -435,7 +449,7 @@ func TestCheckAPIWaitsForTheAPIServer(t *testing.T) {
 	})
 }
 
-const fooGV = "/apis/samplecontroller.example.com/v1alpha1"
+const fooGV = "/apis/samplecontroller.example.com/v1beta1"
 
 // fakeAPIServer answers the start-up checks: code for the path refused
 // ("nothing": no path is), readyz for /readyz.
@@ -453,10 +467,10 @@ func fakeAPIServer(refused string, code, readyz int) http.Handler {
 		case "/version":
 			_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
 		case fooGV:
-			_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1alpha1",` +
+			_, _ = w.Write([]byte(`{"kind":"APIResourceList","groupVersion":"samplecontroller.example.com/v1beta1",` +
 				`"resources":[{"name":"foos","namespaced":true,"kind":"Foo","verbs":["list","watch"]}]}`))
 		case fooGV + "/foos":
-			_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1alpha1","items":[]}`))
+			_, _ = w.Write([]byte(`{"kind":"FooList","apiVersion":"samplecontroller.example.com/v1beta1","items":[]}`))
 		case "/api/v1/namespaces":
 			_, _ = w.Write([]byte(`{"kind":"NamespaceList","apiVersion":"v1","items":[]}`))
 		default:
@@ -558,7 +572,7 @@ func TestWorkerPoolSharedBySlots(t *testing.T) {
 		total, peak    int
 		release        = make(chan struct{})
 		controllers    []*Controller
-		foosOf         = map[string][]*samplev1alpha1.Foo{}
+		foosOf         = map[string][]*samplev1beta1.Foo{}
 		wg             sync.WaitGroup
 		workersPerSlot = tokens // as runSharded: -workers each, one pool
 	)

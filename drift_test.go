@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -132,14 +132,14 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 
 	// The user scales the Foo: what it declares changed, so the change is
 	// applied at once, however long the fight has gone on.
-	stored, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
+	stored, err := f.client.SamplecontrollerV1beta1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scaled := stored.DeepCopy()
-	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Spec.Deployment.Replicas = ptr.To[int32](3)
 	scaled.Generation = 2
-	if _, err := f.client.SamplecontrollerV1alpha1().Foos(foo.Namespace).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.client.SamplecontrollerV1beta1().Foos(foo.Namespace).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.fooIndexer.Update(scaled); err != nil {
@@ -163,13 +163,13 @@ func TestSyncCorrectionsAreRateLimited(t *testing.T) {
 func TestAFightEnds(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		after func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo
+		after func(f *fixture, foo *samplev1beta1.Foo) *samplev1beta1.Foo
 	}{
-		{"quiet for burst periods", func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+		{"quiet for burst periods", func(f *fixture, foo *samplev1beta1.Foo) *samplev1beta1.Foo {
 			f.clock.Step(time.Duration(correctionBurst+1) * correctionEvery)
 			return foo
 		}},
-		{"the Foo recreated under its name", func(f *fixture, foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+		{"the Foo recreated under its name", func(f *fixture, foo *samplev1beta1.Foo) *samplev1beta1.Foo {
 			again := foo.DeepCopy()
 			again.UID = "recreated-uid"
 			if err := f.fooIndexer.Update(again); err != nil {
@@ -185,7 +185,7 @@ func TestAFightEnds(t *testing.T) {
 			f := newFixture(t).withFoo(foo).withDeployment(dep)
 			_, ctx := ktesting.NewTestContext(t)
 			c := f.newController(ctx)
-			scaledBySomeoneElse := func(owner *samplev1alpha1.Foo) {
+			scaledBySomeoneElse := func(owner *samplev1beta1.Foo) {
 				t.Helper()
 				f.deploymentChanged(ownedDeployment(owner), func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) })
 			}
@@ -257,11 +257,11 @@ func TestSyncReplicasOverriddenIsStalled(t *testing.T) {
 	assertActions(t, "kube", f.kubeclient.Actions(), []string{"patch deployments a-deploy " + applyPatch})
 	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 	st := appliedStatus(t, f.client.Actions())
-	stalled := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled)
-	if stalled == nil || stalled.Reason != samplev1alpha1.ReasonReplicasOverridden || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling) != nil {
+	stalled := meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionStalled)
+	if stalled == nil || stalled.Reason != samplev1beta1.ReasonReplicasOverridden || meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionReconciling) != nil {
 		t.Fatalf("want Stalled/ReplicasOverridden and no Reconciling: %+v", st.Conditions)
 	}
-	if r := readyOf(t, st); r.Status != metav1.ConditionFalse || r.Reason != samplev1alpha1.ReasonReplicasOverridden {
+	if r := readyOf(t, st); r.Status != metav1.ConditionFalse || r.Reason != samplev1beta1.ReasonReplicasOverridden {
 		t.Errorf("Ready: %s/%s", r.Status, r.Reason)
 	}
 	assertEvents(t, drainEvents(f.recorder), "Warning ReplicasOverridden")
@@ -324,7 +324,7 @@ func TestRefusedCorrectionsBackOff(t *testing.T) {
 // one Event.
 func TestSyncPutsBackARekeyedPort(t *testing.T) {
 	foo := newFoo("a", 2)
-	foo.Spec.ContainerPort = ptr.To[int32](9090)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](9090)
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
 	dep.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort = 7070
@@ -373,7 +373,7 @@ func TestSyncPutsBackARekeyedPort(t *testing.T) {
 // never sends a pod template without a port.
 func TestSyncAppliesTheRestWhenTheAPIServerRewritesOurPort(t *testing.T) {
 	foo := newFoo("a", 2)
-	foo.Spec.ContainerPort = ptr.To[int32](9090)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](9090)
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
 	dep.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort = 8090
@@ -428,7 +428,7 @@ func TestSyncAppliesTheRestWhenTheAPIServerRewritesOurPort(t *testing.T) {
 	// The Foo now asks for the policy's port: nothing is overridden any
 	// more, and there is no retry to come back for.
 	foo = foo.DeepCopy()
-	foo.Spec.ContainerPort = ptr.To[int32](8090)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](8090)
 	foo.Generation++
 	if err := f.fooIndexer.Update(foo); err != nil {
 		t.Fatal(err)
@@ -522,7 +522,7 @@ func TestSyncStrayPortPatchRefusedIsReported(t *testing.T) {
 	if err == nil || !isPermanent(err) {
 		t.Fatalf("got %v, want the refusal", err)
 	}
-	if ready := readyOf(t, appliedStatus(t, f.client.Actions())); ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed ||
+	if ready := readyOf(t, appliedStatus(t, f.client.Actions())); ready.Reason != samplev1beta1.ReasonDeploymentApplyFailed ||
 		!strings.Contains(ready.Message, "no-json-patches") {
 		t.Errorf("Ready: %+v, want DeploymentApplyFailed quoting the policy", ready)
 	}

@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
 // event records an Event about foo, unless its namespace is being deleted:
 // the API server refuses new objects there, and nobody is left to read it.
-func (c *Controller) event(foo *samplev1alpha1.Foo, related *plan.DeploymentView, eventtype, reason, action, note string, args ...any) {
+func (c *Controller) event(foo *samplev1beta1.Foo, related *plan.DeploymentView, eventtype, reason, action, note string, args ...any) {
 	if c.namespaceGoing(foo.Namespace) {
 		return
 	}
@@ -39,7 +39,7 @@ const changeEventInterval = 2 * time.Second
 // heldChanges are a Foo's Scaled and Updated Events held back: what they
 // will tell, and the Foo as last seen (the Events' subject).
 type heldChanges struct {
-	foo *samplev1alpha1.Foo
+	foo *samplev1beta1.Foo
 	// Scaled: from the count before the first held scale to the last.
 	from, to int32
 	scales   int
@@ -56,7 +56,7 @@ type heldChanges struct {
 // changeEventInterval, the first at once: the newest Event always tells the
 // last change. A change that puts back someone else's is told at once,
 // after anything held (the corrections limiter bounds those).
-func (c *Controller) tellChanged(foo *samplev1alpha1.Foo, dep *plan.DeploymentView, from, to int32, fields []string) {
+func (c *Controller) tellChanged(foo *samplev1beta1.Foo, dep *plan.DeploymentView, from, to int32, fields []string) {
 	key := cache.MetaObjectToName(foo)
 	h := c.held(key, foo)
 	if foo.Status.ObservedGeneration == foo.Generation {
@@ -97,7 +97,7 @@ func (c *Controller) tellChanged(foo *samplev1alpha1.Foo, dep *plan.DeploymentVi
 
 // held returns foo's held Events (nil if none, or if they were its
 // predecessor's, which are dropped).
-func (c *Controller) held(key cache.ObjectName, foo *samplev1alpha1.Foo) *heldChanges {
+func (c *Controller) held(key cache.ObjectName, foo *samplev1beta1.Foo) *heldChanges {
 	v, ok := c.heldEvents.Load(key)
 	if !ok {
 		return nil
@@ -111,7 +111,7 @@ func (c *Controller) held(key cache.ObjectName, foo *samplev1alpha1.Foo) *heldCh
 
 // flushChanges records foo's held Events once their interval allows, or
 // asks to come back then.
-func (c *Controller) flushChanges(foo *samplev1alpha1.Foo, dep *plan.DeploymentView) syncResult {
+func (c *Controller) flushChanges(foo *samplev1beta1.Foo, dep *plan.DeploymentView) syncResult {
 	key := cache.MetaObjectToName(foo)
 	h := c.held(key, foo)
 	if h == nil {
@@ -140,7 +140,7 @@ func (c *Controller) flushAllChanges() {
 // recordHeld records held Events, the update before the scale.
 func (c *Controller) recordHeld(h *heldChanges, dep *plan.DeploymentView, now time.Time) {
 	c.changeEvents.Wrote(cache.MetaObjectToName(h.foo), now)
-	name, took := h.foo.Spec.DeploymentName, now.Sub(h.since).Round(100*time.Millisecond)
+	name, took := h.foo.Spec.Deployment.Name, now.Sub(h.since).Round(100*time.Millisecond)
 	if h.updates > 0 {
 		note := fmt.Sprintf("Updated Deployment %s: %v", name, h.fields)
 		if h.updates > 1 {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -24,14 +24,14 @@ func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	edited := func(gen int64) *samplev1alpha1.Foo {
+	edited := func(gen int64) *samplev1beta1.Foo {
 		e := foo.DeepCopy()
 		e.Generation, e.Status.ObservedGeneration = gen, gen-1
 		return e
 	}
 	caughtUp := foo.DeepCopy()
 	caughtUp.Generation, caughtUp.Status.ObservedGeneration = 9, 9
-	flush := func(foo *samplev1alpha1.Foo, wantWait bool) {
+	flush := func(foo *samplev1beta1.Foo, wantWait bool) {
 		t.Helper()
 		res := c.flushChanges(foo, plan.NewDeploymentView(dep))
 		if (res.requeueAfter > 0) != wantWait || res.requeueAfter > changeEventInterval {

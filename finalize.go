@@ -11,19 +11,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
 // syncFinalizer adds the orphan finalizer to a Foo whose deletionPolicy is
 // Orphan and removes it when the policy is Delete. It returns the Foo to go
 // on with: the API server's answer if it patched, otherwise foo itself.
-func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo) (*samplev1alpha1.Foo, error) {
+func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1beta1.Foo) (*samplev1beta1.Foo, error) {
 	patch, needed, err := plan.FinalizerPatch(foo, plan.WantsOrphanFinalizer(foo))
 	if err != nil || !needed {
 		return foo, err
 	}
-	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).Patch(ctx, foo.Name,
+	updated, err := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).Patch(ctx, foo.Name,
 		types.MergePatchType, patch, metav1.PatchOptions{FieldManager: controllerName})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -43,11 +43,11 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1alpha1.Foo)
 // sync finds the finalizer still there and repeats whatever is left (both
 // steps are no-ops once done), and the garbage collector cannot delete the
 // Deployment while the finalizer keeps the Foo in existence.
-func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) error {
+func (c *Controller) finalize(ctx context.Context, foo *samplev1beta1.Foo) error {
 	if !plan.HasOrphanFinalizer(foo) {
 		return nil
 	}
-	if foo.Spec.DeletionPolicy == samplev1alpha1.DeletionPolicyOrphan {
+	if foo.Spec.DeletionPolicy == samplev1beta1.DeletionPolicyOrphan {
 		if err := c.orphanDeployments(ctx, foo); err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func (c *Controller) finalize(ctx context.Context, foo *samplev1alpha1.Foo) erro
 	if err != nil {
 		return err
 	}
-	_, err = c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).Patch(ctx, foo.Name,
+	_, err = c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).Patch(ctx, foo.Name,
 		types.MergePatchType, patch, metav1.PatchOptions{FieldManager: controllerName})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -77,7 +77,7 @@ const reasonOrphaned = "Orphaned"
 // created moments ago may not be in the cache yet, and missing it here would
 // let the garbage collector delete what the user asked to keep. This is the
 // controller's only List call, made only while an Orphan Foo is terminating.
-func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1beta1.Foo) error {
 	list, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(plan.SelectorLabels(foo)).String(),
 	})

@@ -9,12 +9,12 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 func TestSyncOrphanPolicyAddsFinalizer(t *testing.T) {
 	foo := newFoo("a", 1)
-	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
@@ -34,14 +34,14 @@ func TestSyncOrphanPolicyAddsFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if patch.Metadata.ResourceVersion != foo.ResourceVersion || len(patch.Metadata.Finalizers) != 1 ||
-		patch.Metadata.Finalizers[0] != samplev1alpha1.OrphanFinalizer {
+		patch.Metadata.Finalizers[0] != samplev1beta1.OrphanFinalizer {
 		t.Errorf("finalizer patch: got %s", foos[0].(core.PatchAction).GetPatch())
 	}
 }
 
 func TestSyncDeletePolicyRemovesFinalizer(t *testing.T) {
 	foo := newFoo("a", 1)
-	foo.Finalizers = []string{"other.example.com/keep", samplev1alpha1.OrphanFinalizer}
+	foo.Finalizers = []string{"other.example.com/keep", samplev1beta1.OrphanFinalizer}
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
@@ -55,7 +55,7 @@ func TestSyncDeletePolicyRemovesFinalizer(t *testing.T) {
 	}
 }
 
-func deletingFoo(policy samplev1alpha1.DeletionPolicy, finalizers ...string) *samplev1alpha1.Foo {
+func deletingFoo(policy samplev1beta1.DeletionPolicy, finalizers ...string) *samplev1beta1.Foo {
 	foo := newFoo("a", 1)
 	foo.Spec.DeletionPolicy = policy
 	foo.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
@@ -64,7 +64,7 @@ func deletingFoo(policy samplev1alpha1.DeletionPolicy, finalizers ...string) *sa
 }
 
 func TestSyncOrphanDeletion(t *testing.T) {
-	foo := deletingFoo(samplev1alpha1.DeletionPolicyOrphan, samplev1alpha1.OrphanFinalizer)
+	foo := deletingFoo(samplev1beta1.DeletionPolicyOrphan, samplev1beta1.OrphanFinalizer)
 	dep := ownedDeployment(foo)
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	kube, foos, evts, err := f.sync(keyOf(foo))
@@ -86,7 +86,7 @@ func TestSyncOrphanDeletion(t *testing.T) {
 func TestSyncOrphanDeletionAfterCrash(t *testing.T) {
 	// The owner reference was removed, then the process died before the
 	// finalizer went: the retry only removes the finalizer.
-	foo := deletingFoo(samplev1alpha1.DeletionPolicyOrphan, samplev1alpha1.OrphanFinalizer)
+	foo := deletingFoo(samplev1beta1.DeletionPolicyOrphan, samplev1beta1.OrphanFinalizer)
 	dep := ownedDeployment(foo)
 	dep.OwnerReferences = nil
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
@@ -100,7 +100,7 @@ func TestSyncOrphanDeletionAfterCrash(t *testing.T) {
 }
 
 func TestSyncOrphanDeletionFindsUncachedDeployment(t *testing.T) {
-	foo := deletingFoo(samplev1alpha1.DeletionPolicyOrphan, samplev1alpha1.OrphanFinalizer)
+	foo := deletingFoo(samplev1beta1.DeletionPolicyOrphan, samplev1beta1.OrphanFinalizer)
 	f := newFixture(t).withFoo(foo)
 	f.kubeobjects = append(f.kubeobjects, ownedDeployment(foo)) // in the API, not yet in the cache
 	kube, _, _, err := f.sync(keyOf(foo))
@@ -111,7 +111,7 @@ func TestSyncOrphanDeletionFindsUncachedDeployment(t *testing.T) {
 }
 
 func TestSyncDeletionWithoutOurFinalizer(t *testing.T) {
-	for _, policy := range []samplev1alpha1.DeletionPolicy{samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan} {
+	for _, policy := range []samplev1beta1.DeletionPolicy{samplev1beta1.DeletionPolicyDelete, samplev1beta1.DeletionPolicyOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			foo := deletingFoo(policy, "other.example.com/keep")
 			f := newFixture(t).withFoo(foo).withDeployment(ownedDeployment(foo))
@@ -127,7 +127,7 @@ func TestSyncDeletionWithoutOurFinalizer(t *testing.T) {
 }
 
 func TestSyncDeletionSwitchedBackToDelete(t *testing.T) {
-	foo := deletingFoo(samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.OrphanFinalizer)
+	foo := deletingFoo(samplev1beta1.DeletionPolicyDelete, samplev1beta1.OrphanFinalizer)
 	f := newFixture(t).withFoo(foo).withDeployment(ownedDeployment(foo))
 	kube, foos, _, err := f.sync(keyOf(foo))
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/metrics"
@@ -49,7 +49,7 @@ type fixture struct {
 	ordered []string
 
 	// Objects in the informer caches.
-	foos        []*samplev1alpha1.Foo
+	foos        []*samplev1beta1.Foo
 	deployments []*appsv1.Deployment
 	namespaces  []*corev1.Namespace
 	// Objects in the fake API servers (usually the same as the caches).
@@ -68,7 +68,7 @@ func newFixture(t testing.TB) *fixture {
 }
 
 // withFoo puts foo in the cache and the fake API.
-func (f *fixture) withFoo(foo *samplev1alpha1.Foo) *fixture {
+func (f *fixture) withFoo(foo *samplev1beta1.Foo) *fixture {
 	f.foos = append(f.foos, foo)
 	f.objects = append(f.objects, foo)
 	return f
@@ -120,8 +120,8 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 		if err != nil {
 			return true, nil, err
 		}
-		stored := obj.(*samplev1alpha1.Foo).DeepCopy()
-		var applied samplev1alpha1.Foo
+		stored := obj.(*samplev1beta1.Foo).DeepCopy()
+		var applied samplev1beta1.Foo
 		if err := json.Unmarshal(p.GetPatch(), &applied); err != nil {
 			return true, nil, err
 		}
@@ -134,18 +134,18 @@ func (f *fixture) newController(ctx context.Context) *Controller {
 	i := informers.NewSharedInformerFactory(f.client, 0)
 	k8sI := kubeinformers.NewSharedInformerFactory(f.kubeclient, 0)
 	c, err := NewController(ctx, f.kubeclient, f.client,
-		k8sI.Apps().V1().Deployments(), i.Samplecontroller().V1alpha1().Foos(), f.recorder,
+		k8sI.Apps().V1().Deployments(), i.Samplecontroller().V1beta1().Foos(), f.recorder,
 		WithNamespaces(k8sI.Core().V1().Namespaces()))
 	if err != nil {
 		f.t.Fatalf("NewController: %v", err)
 	}
 	f.clock = testingclock.NewFakeClock(fixedNow)
 	c.clock = f.clock
-	f.fooIndexer = i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer()
+	f.fooIndexer = i.Samplecontroller().V1beta1().Foos().Informer().GetIndexer()
 	f.deploymentIndexer = k8sI.Apps().V1().Deployments().Informer().GetIndexer()
 
 	for _, foo := range f.foos {
-		if err := i.Samplecontroller().V1alpha1().Foos().Informer().GetIndexer().Add(foo); err != nil {
+		if err := i.Samplecontroller().V1beta1().Foos().Informer().GetIndexer().Add(foo); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -243,40 +243,43 @@ func drainEvents(r *events.FakeRecorder) []string {
 
 const testNS = "default"
 
-func newFoo(name string, replicas int32) *samplev1alpha1.Foo {
-	return &samplev1alpha1.Foo{
-		TypeMeta: metav1.TypeMeta{APIVersion: samplev1alpha1.GroupVersion.String(), Kind: "Foo"},
+func newFoo(name string, replicas int32) *samplev1beta1.Foo {
+	return &samplev1beta1.Foo{
+		TypeMeta: metav1.TypeMeta{APIVersion: samplev1beta1.GroupVersion.String(), Kind: "Foo"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: testNS, UID: types.UID(name + "-uid"),
 			Generation: 1, ResourceVersion: "10",
 		},
-		Spec: samplev1alpha1.FooSpec{
-			DeploymentName: name + "-deploy",
-			Replicas:       ptr.To(replicas),
-			Image:          "nginx:1.27",
-			DeletionPolicy: samplev1alpha1.DeletionPolicyDelete,
+		Spec: samplev1beta1.FooSpec{
+			Deployment: samplev1beta1.DeploymentSpec{
+				Name:     name + "-deploy",
+				Replicas: ptr.To(replicas),
+				Image:    "nginx:1.27",
+			},
+			DeletionPolicy: samplev1beta1.DeletionPolicyDelete,
 		},
 	}
 }
 
 // ownedDeployment is the Deployment the controller would create for foo,
 // fully rolled out.
-func ownedDeployment(foo *samplev1alpha1.Foo) *appsv1.Deployment {
+func ownedDeployment(foo *samplev1beta1.Foo) *appsv1.Deployment {
 	r := plan.Replicas(foo)
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, UID: types.UID(foo.Spec.DeploymentName + "-uid"),
+			Name: foo.Spec.Deployment.Name, Namespace: foo.Namespace, UID: types.UID(foo.Spec.Deployment.Name + "-uid"),
 			Generation: 1, ResourceVersion: "20",
 			Labels: plan.Labels(foo), Annotations: plan.DesiredDeployment(foo).Annotations,
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: samplev1alpha1.GroupVersion.String(), Kind: "Foo",
+				APIVersion: samplev1beta1.GroupVersion.String(), Kind: "Foo",
 				Name: foo.Name, UID: foo.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(r),
-			Selector: &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
+			Replicas:        ptr.To(r),
+			MinReadySeconds: foo.Spec.Deployment.MinReadySeconds,
+			Selector:        &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: plan.TemplateLabels(foo)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -314,11 +317,11 @@ func setCounts(dep *appsv1.Deployment, replicas, updated, available int32, isAva
 
 // ports are the container ports the API server holds for foo's
 // spec.containerPort.
-func ports(foo *samplev1alpha1.Foo) []corev1.ContainerPort {
-	if foo.Spec.ContainerPort == nil {
+func ports(foo *samplev1beta1.Foo) []corev1.ContainerPort {
+	if foo.Spec.Deployment.ContainerPort == nil {
 		return nil
 	}
-	return []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: *foo.Spec.ContainerPort, Protocol: corev1.ProtocolTCP}}
+	return []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: *foo.Spec.Deployment.ContainerPort, Protocol: corev1.ProtocolTCP}}
 }
 
 func foreignDeployment(name string) *appsv1.Deployment {
@@ -336,13 +339,13 @@ func foreignDeployment(name string) *appsv1.Deployment {
 
 // withConvergedStatus sets the status the controller would have written for
 // foo with dep (or with a conflict when conflict is set).
-func withConvergedStatus(foo *samplev1alpha1.Foo, dep *appsv1.Deployment, conflict bool) *samplev1alpha1.Foo {
+func withConvergedStatus(foo *samplev1beta1.Foo, dep *appsv1.Deployment, conflict bool) *samplev1beta1.Foo {
 	foo.Status = plan.Status(foo, plan.Observation{Deployment: plan.NewDeploymentView(dep), Conflict: conflict},
 		metav1.NewTime(fixedNow.Add(-time.Hour)))
 	return foo
 }
 
-func keyOf(foo *samplev1alpha1.Foo) cache.ObjectName {
+func keyOf(foo *samplev1beta1.Foo) cache.ObjectName {
 	return cache.ObjectName{Namespace: foo.Namespace, Name: foo.Name}
 }
 
@@ -417,11 +420,11 @@ func appliedDeployment(t *testing.T, actions []core.Action) *appsv1.Deployment {
 }
 
 // appliedStatus decodes the Foo status a server-side apply action sent.
-func appliedStatus(t *testing.T, actions []core.Action) samplev1alpha1.FooStatus {
+func appliedStatus(t *testing.T, actions []core.Action) samplev1beta1.FooStatus {
 	t.Helper()
 	for _, a := range actions {
 		if p, ok := a.(core.PatchAction); ok && a.GetSubresource() == "status" {
-			var foo samplev1alpha1.Foo
+			var foo samplev1beta1.Foo
 			if err := json.Unmarshal(p.GetPatch(), &foo); err != nil {
 				t.Fatalf("decoding applied status: %v", err)
 			}
@@ -429,13 +432,13 @@ func appliedStatus(t *testing.T, actions []core.Action) samplev1alpha1.FooStatus
 		}
 	}
 	t.Fatalf("no status apply among %q", describeAll(actions))
-	return samplev1alpha1.FooStatus{}
+	return samplev1beta1.FooStatus{}
 }
 
-func readyOf(t *testing.T, st samplev1alpha1.FooStatus) metav1.Condition {
+func readyOf(t *testing.T, st samplev1beta1.FooStatus) metav1.Condition {
 	t.Helper()
 	for _, c := range st.Conditions {
-		if c.Type == samplev1alpha1.ConditionReady {
+		if c.Type == samplev1beta1.ConditionReady {
 			return c
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -68,8 +68,8 @@ func (c *Controller) enqueueFoo(obj any) {
 // not wait behind the first syncs of a burst of new Foos. Other updates (our
 // own status writes coming back, a label) wait their turn.
 func (c *Controller) handleFooUpdate(oldObj, newObj any) {
-	oldFoo, okOld := oldObj.(*samplev1alpha1.Foo)
-	newFoo, okNew := newObj.(*samplev1alpha1.Foo)
+	oldFoo, okOld := oldObj.(*samplev1beta1.Foo)
+	newFoo, okNew := newObj.(*samplev1beta1.Foo)
 	asked := okOld && okNew && (newFoo.Generation != oldFoo.Generation ||
 		(newFoo.DeletionTimestamp != nil && oldFoo.DeletionTimestamp == nil))
 	c.addFoo(newObj, asked)
@@ -130,7 +130,7 @@ func (c *Controller) handleDeployment(obj any) {
 		return
 	}
 	for _, obj := range foos {
-		c.workqueue.Add(cache.MetaObjectToName(obj.(*samplev1alpha1.Foo)))
+		c.workqueue.Add(cache.MetaObjectToName(obj.(*samplev1beta1.Foo)))
 	}
 }
 
@@ -164,11 +164,11 @@ func (c *Controller) handleDeploymentDelete(obj any) {
 }
 
 func indexFooByDeploymentName(obj any) ([]string, error) {
-	foo, ok := obj.(*samplev1alpha1.Foo)
-	if !ok || foo.Spec.DeploymentName == "" {
+	foo, ok := obj.(*samplev1beta1.Foo)
+	if !ok || foo.Spec.Deployment.Name == "" {
 		return nil, nil
 	}
-	return []string{foo.Namespace + "/" + foo.Spec.DeploymentName}, nil
+	return []string{foo.Namespace + "/" + foo.Spec.Deployment.Name}, nil
 }
 
 func indexDeploymentByFooUID(obj any) ([]string, error) {

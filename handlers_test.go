@@ -12,14 +12,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
 func TestHandlersEnqueueTheRightFoos(t *testing.T) {
 	a := newFoo("a", 1)
 	b := newFoo("b", 1)
-	b.Spec.DeploymentName = "shared-name" // blocked by a foreign Deployment
+	b.Spec.Deployment.Name = "shared-name" // blocked by a foreign Deployment
 	recreated := newFoo("c", 1)
 	staleOwned := ownedDeployment(recreated)
 	staleOwned.Name = "c-old-name"
@@ -83,7 +83,7 @@ func TestDeploymentUpdateHandler(t *testing.T) {
 func TestDeploymentEventsJumpTheQueue(t *testing.T) {
 	deployed := newFoo("deployed", 1)
 	blocked := newFoo("blocked", 1)
-	blocked.Spec.DeploymentName = "taken"
+	blocked.Spec.Deployment.Name = "taken"
 	f := newFixture(t).withFoo(deployed).withFoo(blocked)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
@@ -203,21 +203,21 @@ func TestFooChangesJumpTheQueue(t *testing.T) {
 	for _, name := range []string{"new-1", "new-2"} {
 		c.enqueueFoo(newFoo(name, 1))
 	}
-	updated := func(foo *samplev1alpha1.Foo, change func(*samplev1alpha1.Foo)) *samplev1alpha1.Foo {
+	updated := func(foo *samplev1beta1.Foo, change func(*samplev1beta1.Foo)) *samplev1beta1.Foo {
 		out := foo.DeepCopy()
 		out.ResourceVersion = bumpRV(foo.ResourceVersion)
 		change(out)
 		return out
 	}
 	statusOnly := newFoo("status-only", 1)
-	c.handleFooUpdate(statusOnly, updated(statusOnly, func(foo *samplev1alpha1.Foo) { foo.Status.AvailableReplicas = 1 }))
+	c.handleFooUpdate(statusOnly, updated(statusOnly, func(foo *samplev1beta1.Foo) { foo.Status.AvailableReplicas = 1 }))
 	scaled := newFoo("scaled", 1)
-	c.handleFooUpdate(scaled, updated(scaled, func(foo *samplev1alpha1.Foo) {
-		foo.Spec.Replicas = ptr.To[int32](3)
+	c.handleFooUpdate(scaled, updated(scaled, func(foo *samplev1beta1.Foo) {
+		foo.Spec.Deployment.Replicas = ptr.To[int32](3)
 		foo.Generation++
 	}))
 	deleting := newFoo("deleting", 1)
-	c.handleFooUpdate(deleting, updated(deleting, func(foo *samplev1alpha1.Foo) {
+	c.handleFooUpdate(deleting, updated(deleting, func(foo *samplev1beta1.Foo) {
 		foo.DeletionTimestamp = ptr.To(metav1.NewTime(fixedNow))
 	}))
 	c.handleFooDelete(newFoo("deleted", 1))

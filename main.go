@@ -1,5 +1,5 @@
 // Command foo-controller keeps a Deployment in the shape each Foo
-// (samplecontroller.example.com/v1alpha1) declares and reports its state on
+// (samplecontroller.example.com/v1beta1) declares and reports its state on
 // the Foo. See README.md.
 package main
 
@@ -29,7 +29,7 @@ import (
 
 	"example.com/foo-controller/pkg/cachetrim"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
-	fooinformersv1alpha1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1alpha1"
+	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/shard"
@@ -211,13 +211,13 @@ func leaseConfig(o options, identity string) leader.Config {
 // hand each cached Deployment to a handler that drops re-deliveries (at
 // 100,000 that is a walk of the whole cache, with its indexes recomputed,
 // for nothing).
-func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1alpha1.FooInformer, func(context.Context) func(lost bool), error) {
+func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
 	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
 		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
 	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.resyncPeriod,
 		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
-	foos := fooInformerFactory.Samplecontroller().V1alpha1().Foos()
+	foos := fooInformerFactory.Samplecontroller().V1beta1().Foos()
 	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
 		return nil, nil, nil, err
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
@@ -129,7 +129,7 @@ func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error
 		return err
 	}
 	one := metav1.ListOptions{Limit: 1}
-	_, err = fc.SamplecontrollerV1alpha1().Foos(namespace).List(ctx, one)
+	_, err = fc.SamplecontrollerV1beta1().Foos(namespace).List(ctx, one)
 	if err := cannotList("foos", err); err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func cannotList(resource string, err error) error {
 }
 
 func checkServesFoos(ctx context.Context, dc *discovery.DiscoveryClient, host string) error {
-	gv := samplev1alpha1.GroupVersion.String()
+	gv := samplev1beta1.GroupVersion.String()
 	resources, err := dc.ServerResourcesForGroupVersionWithContext(ctx, gv)
 	if err != nil {
 		if _, verr := dc.ServerVersionWithContext(ctx); verr != nil {

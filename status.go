@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -30,7 +30,7 @@ const statusProgressInterval = 2 * time.Second
 // itself), or its reason or message changes, it records one Warning Event —
 // after the write, so a failed write (retried) cannot repeat the Event. A
 // write the pacer holds back is a requeue for when it may go out.
-func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, obs plan.Observation) (syncResult, error) {
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, obs plan.Observation) (syncResult, error) {
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
 	want := plan.Status(foo, obs, now)
 	if plan.StatusEqual(foo.Status, want) {
@@ -61,7 +61,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 			return requeueAfter(wait), nil
 		}
 	}
-	updated, err := c.fooclientset.SamplecontrollerV1alpha1().Foos(foo.Namespace).ApplyStatus(ctx,
+	updated, err := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).ApplyStatus(ctx,
 		plan.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if apierrors.IsNotFound(err) {
 		return syncResult{}, nil // deleted meanwhile; nothing left to report on
@@ -72,11 +72,11 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1alpha1.Foo, ob
 	c.foos.Mutation(trimmedFoo(updated))
 	c.statusPacer.Wrote(key, c.clock.Now())
 
-	ready := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	ready := meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionReady)
 	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", ready.Status, "reason", ready.Reason,
 		"availableReplicas", want.AvailableReplicas, "observedGeneration", want.ObservedGeneration)
-	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionStalled)
-	after := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionStalled)
+	before := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionStalled)
+	after := meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionStalled)
 	if after != nil && (before == nil || before.Reason != after.Reason || before.Message != after.Message) {
 		c.event(foo, obs.Deployment, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	}

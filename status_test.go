@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -53,7 +53,7 @@ func TestSyncDefersANewFoosFirstStatus(t *testing.T) {
 		}
 		assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 		st := appliedStatus(t, f.client.Actions())
-		if r := readyOf(t, st); r.Status != metav1.ConditionFalse || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling) == nil {
+		if r := readyOf(t, st); r.Status != metav1.ConditionFalse || meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionReconciling) == nil {
 			t.Errorf("first status: Ready %s/%s, conditions %+v", r.Status, r.Reason, st.Conditions)
 		}
 	})
@@ -88,7 +88,7 @@ func TestSyncStatusFollowsDeployment(t *testing.T) {
 		t.Errorf("counts: got %+v", st)
 	}
 	c := readyOf(t, st)
-	if c.Status != metav1.ConditionTrue || c.Reason != samplev1alpha1.ReasonDeploymentAvailable {
+	if c.Status != metav1.ConditionTrue || c.Reason != samplev1beta1.ReasonDeploymentAvailable {
 		t.Errorf("Ready: got %s/%s", c.Status, c.Reason)
 	}
 	if !c.LastTransitionTime.Time.Equal(fixedNow) {
@@ -163,7 +163,7 @@ func TestSyncReportsRefusedDeployment(t *testing.T) {
 	}
 	assertActions(t, "foo", f.client.Actions(), []string{"patch foos/status a " + applyPatch})
 	ready := readyOf(t, appliedStatus(t, f.client.Actions()))
-	if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "exceeded quota") {
+	if ready.Reason != samplev1beta1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "exceeded quota") {
 		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
 	}
 	if n := strings.Count(ready.Message, "a-deploy"); n != 2 {
@@ -223,14 +223,14 @@ func TestSyncInANamespaceBeingDeleted(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		namespace *corev1.Namespace
-		foo       *samplev1alpha1.Foo
+		foo       *samplev1beta1.Foo
 		dep       *appsv1.Deployment
 		wantKube  []string
 		wantFoo   []string
 	}{
 		{"pods lost", going, foo, lost, nil, nil},
 		{"Deployment gone", going, foo, nil, nil, nil},
-		{"Foo edited", going, func() *samplev1alpha1.Foo { e := foo.DeepCopy(); e.Generation = 2; return e }(), lost,
+		{"Foo edited", going, func() *samplev1beta1.Foo { e := foo.DeepCopy(); e.Generation = 2; return e }(), lost,
 			nil, []string{"patch foos/status a " + applyPatch}},
 		{"pods lost, namespace not going", nil, foo, lost, nil, []string{"patch foos/status a " + applyPatch}},
 	} {
@@ -261,7 +261,7 @@ func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
 	foo := newFoo("a", 2)
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
-	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Spec.Deployment.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
 	foo.Generation = 2
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	_, ctx := ktesting.NewTestContext(t)
@@ -275,7 +275,7 @@ func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
 		t.Fatalf("the refusal must still be returned (for retry with backoff): %v", err)
 	}
 	st := appliedStatus(t, f.client.Actions())
-	if ready := readyOf(t, st); ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed {
+	if ready := readyOf(t, st); ready.Reason != samplev1beta1.ReasonDeploymentApplyFailed {
 		t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
 	}
 	if st.Replicas != 2 || st.ReadyReplicas != 2 || st.AvailableReplicas != 2 {
@@ -288,7 +288,7 @@ func TestSyncRefusedUpdateReportsWhatStillServes(t *testing.T) {
 // the end of its life, not an error; any other failure is returned, for a
 // retry with backoff.
 func TestSyncStatusWriteFailures(t *testing.T) {
-	foos := schema.GroupResource{Group: samplev1alpha1.GroupVersion.Group, Resource: "foos"}
+	foos := schema.GroupResource{Group: samplev1beta1.GroupVersion.Group, Resource: "foos"}
 	tests := []struct {
 		name    string
 		err     error
@@ -364,7 +364,7 @@ func TestSyncReportsAnApplyThatKeepsFailing(t *testing.T) {
 				return
 			}
 			ready := readyOf(t, appliedStatus(t, f.client.Actions()))
-			if ready.Reason != samplev1alpha1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "failed calling webhook") {
+			if ready.Reason != samplev1beta1.ReasonDeploymentApplyFailed || !strings.Contains(ready.Message, "failed calling webhook") {
 				t.Errorf("Ready: %s %q", ready.Reason, ready.Message)
 			}
 			assertEvents(t, drainEvents(f.recorder), "Warning DeploymentApplyFailed")

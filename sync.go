@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/plan"
 )
@@ -59,7 +59,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// The namespace is being deleted, and with it this Foo: nothing
 		// can be created in it any more, and nobody is left to tell. No
 		// status, no Event, no retry: the Foo's deletion ends it.
-		logger.V(2).Info("Namespace is being deleted; not creating the Deployment", "deployment", foo.Spec.DeploymentName)
+		logger.V(2).Info("Namespace is being deleted; not creating the Deployment", "deployment", foo.Spec.Deployment.Name)
 		return syncResult{}, nil
 	}
 	if err != nil {
@@ -132,9 +132,9 @@ const (
 // held.requeueAfter says that a correction is held back until then (see
 // corrections): the observation is then empty, since the Deployment is
 // about to be put back.
-func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (obs plan.Observation, held syncResult, err error) {
+func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo) (obs plan.Observation, held syncResult, err error) {
 	logger := klog.FromContext(ctx)
-	dep, err := c.getDeployment(foo.Namespace, foo.Spec.DeploymentName)
+	dep, err := c.getDeployment(foo.Namespace, foo.Spec.Deployment.Name)
 	if err != nil {
 		return plan.Observation{}, syncResult{}, err
 	}
@@ -186,7 +186,7 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1alpha1.Foo
 // it. If the cache is behind and a foreign Deployment of this name was just
 // created, the apply fails instead of taking it over: it would have to
 // change that Deployment's selector, which is immutable.
-func (c *Controller) createDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (plan.Observation, syncResult, error) {
+func (c *Controller) createDeployment(ctx context.Context, foo *samplev1beta1.Foo) (plan.Observation, syncResult, error) {
 	created, err := c.applyDeployment(ctx, foo)
 	if err != nil {
 		return plan.Observation{}, syncResult{}, err
@@ -200,7 +200,7 @@ func (c *Controller) createDeployment(ctx context.Context, foo *samplev1alpha1.F
 
 // correctDeployment puts back what drifted in our Deployment, as often as
 // the corrections limiter allows, and tells the user once.
-func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView,
+func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1beta1.Foo, dep *plan.DeploymentView,
 	ownership plan.Ownership, drift []string) (plan.Observation, syncResult, error) {
 	logger := klog.FromContext(ctx)
 	// Someone changed our Deployment. Put it back, but if they keep doing
@@ -263,7 +263,7 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1alpha1.
 // noteOverridden remembers, after a write of ours, the fields the API
 // server did not keep (see overriddenState), and returns them; a write it
 // kept whole clears what was remembered.
-func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1alpha1.Foo, written *plan.DeploymentView) []string {
+func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1beta1.Foo, written *plan.DeploymentView) []string {
 	key := cache.MetaObjectToName(foo)
 	still := plan.Drift(foo, written)
 	if len(still) == 0 {
@@ -280,7 +280,7 @@ func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1alpha1.Foo
 // did not keep is due to be tried once more (see overriddenRetry): without
 // it, that retry would wait for a resync, and never come with
 // -resync-period=0.
-func (c *Controller) retryOverridden(foo *samplev1alpha1.Foo) syncResult {
+func (c *Controller) retryOverridden(foo *samplev1beta1.Foo) syncResult {
 	last, ok := c.overridden.Load(cache.MetaObjectToName(foo))
 	if !ok || last.(overridden).state.uid != foo.UID {
 		return syncResult{}
@@ -291,16 +291,16 @@ func (c *Controller) retryOverridden(foo *samplev1alpha1.Foo) syncResult {
 // applyDeployment server-side applies the Deployment foo declares. Force
 // takes back fields another manager changed (that is the drift we correct);
 // fields we do not declare keep their other owners.
-func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1alpha1.Foo) (*plan.DeploymentView, error) {
+func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1beta1.Foo) (*plan.DeploymentView, error) {
 	return c.apply(ctx, foo, plan.DesiredDeployment(foo))
 }
 
 // apply server-side applies a Deployment of foo's.
-func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
+func (c *Controller) apply(ctx context.Context, foo *samplev1beta1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
 	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, desired,
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 	if err != nil {
-		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.DeploymentName, err)
+		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.Deployment.Name, err)
 	}
 	view := plan.NewDeploymentView(dep)
 	c.deployments.Mutation(view)
@@ -321,7 +321,7 @@ func (c *Controller) apply(ctx context.Context, foo *samplev1alpha1.Foo, desired
 // more, the apply is sent without it (plan.DesiredDeploymentWithoutPorts),
 // so that the rest is still put back and no pod template ever lacks the
 // port.
-func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView) (updated *plan.DeploymentView, wrote bool, err error) {
+func (c *Controller) putBack(ctx context.Context, foo *samplev1beta1.Foo, dep *plan.DeploymentView) (updated *plan.DeploymentView, wrote bool, err error) {
 	updated, err = c.applyDeployment(ctx, foo)
 	switch {
 	case err == nil && (len(plan.Drift(foo, updated)) == 0 || !plan.RemovingStraysConverges(foo, updated)):
@@ -354,8 +354,8 @@ func (c *Controller) putBack(ctx context.Context, foo *samplev1alpha1.Foo, dep *
 // (plan.StrayEntriesPatch, or ReplaceStrayEntriesPatch to put ours in
 // their place), and returns dep as the API server then has it (dep itself
 // when there is nothing to remove).
-func (c *Controller) removeStrays(ctx context.Context, foo *samplev1alpha1.Foo, dep *plan.DeploymentView,
-	strayPatch func(*samplev1alpha1.Foo, *plan.DeploymentView) ([]byte, bool, error)) (*plan.DeploymentView, error) {
+func (c *Controller) removeStrays(ctx context.Context, foo *samplev1beta1.Foo, dep *plan.DeploymentView,
+	strayPatch func(*samplev1beta1.Foo, *plan.DeploymentView) ([]byte, bool, error)) (*plan.DeploymentView, error) {
 	patch, ok, err := strayPatch(foo, dep)
 	if err != nil || !ok {
 		return dep, err
@@ -391,7 +391,7 @@ type overriddenState struct {
 	owned      string
 }
 
-func overriddenOf(foo *samplev1alpha1.Foo, dep *plan.DeploymentView) overriddenState {
+func overriddenOf(foo *samplev1beta1.Foo, dep *plan.DeploymentView) overriddenState {
 	return overriddenState{uid: foo.UID, generation: foo.Generation, owned: plan.OwnedValues(foo, dep)}
 }
 
@@ -428,9 +428,9 @@ type prunedSpec struct {
 // leftover can also come from elsewhere (a Deployment restored from a
 // backup with its owner reference, say): the informer's own index, a map
 // lookup, shows those on every sync.
-func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.Foo) error {
+func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1beta1.Foo) error {
 	key := cache.MetaObjectToName(foo)
-	spec := prunedSpec{uid: foo.UID, generation: foo.Generation, deploymentName: foo.Spec.DeploymentName}
+	spec := prunedSpec{uid: foo.UID, generation: foo.Generation, deploymentName: foo.Spec.Deployment.Name}
 	if last, ok := c.pruned.Load(key); ok && last.(prunedSpec) == spec && !c.leftoverIndexed(foo) {
 		return nil
 	}
@@ -440,7 +440,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 	}
 	for _, obj := range objs {
 		dep := obj.(*plan.DeploymentView)
-		if dep.Name == foo.Spec.DeploymentName || dep.DeletionTimestamp != nil || !plan.IsControlledBy(dep, foo.UID) {
+		if dep.Name == foo.Spec.Deployment.Name || dep.DeletionTimestamp != nil || !plan.IsControlledBy(dep, foo.UID) {
 			continue
 		}
 		// The UID precondition makes sure we delete exactly the object we
@@ -456,7 +456,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted old Deployment", "deployment", klog.KObj(dep))
 		c.event(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
-			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.DeploymentName)
+			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.Deployment.Name)
 	}
 	c.pruned.Store(key, spec)
 	return nil
@@ -465,12 +465,12 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1alpha1.F
 // leftoverIndexed reports whether the informer holds a Deployment foo
 // controls under a name other than the one it declares, and not already
 // being deleted.
-func (c *Controller) leftoverIndexed(foo *samplev1alpha1.Foo) bool {
+func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
 	keys, err := c.informedDeployments.IndexKeys(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return true // look the slow way
 	}
-	current := cache.ObjectName{Namespace: foo.Namespace, Name: foo.Spec.DeploymentName}.String()
+	current := cache.ObjectName{Namespace: foo.Namespace, Name: foo.Spec.Deployment.Name}.String()
 	return slices.ContainsFunc(keys, func(k string) bool {
 		if k == current {
 			return false

@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -56,7 +56,7 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 		t.Errorf("containers: got %+v", got)
 	}
 	ref := metav1.GetControllerOf(d)
-	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" {
+	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1beta1" {
 		t.Errorf("controller reference: got %+v", ref)
 	}
 	if got := d.Spec.Selector.MatchLabels[plan.FooUIDLabel]; got != string(foo.UID) {
@@ -73,8 +73,8 @@ func TestSyncCreatesMissingDeployment(t *testing.T) {
 	// Not ready, for the reason Reconciling gives (the fake API server
 	// sets no generation, so its new Deployment reads as observed, with no
 	// pods yet: Scaling).
-	rec := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling)
-	if rec == nil || rec.Status != metav1.ConditionTrue || meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled) != nil {
+	rec := meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionReconciling)
+	if rec == nil || rec.Status != metav1.ConditionTrue || meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionStalled) != nil {
 		t.Fatalf("after create: want Reconciling, not Stalled: %+v", st.Conditions)
 	}
 	if c := readyOf(t, st); c.Status != metav1.ConditionFalse || c.Reason != rec.Reason {
@@ -119,7 +119,7 @@ func TestSyncScaledFooScalesDeployment(t *testing.T) {
 	foo := newFoo("a", 2)
 	dep := ownedDeployment(foo)
 	withConvergedStatus(foo, dep, false)
-	foo.Spec.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
+	foo.Spec.Deployment.Replicas = ptr.To[int32](5) // kubectl scale foo/a --replicas=5
 	foo.Generation = 2
 	f := newFixture(t).withFoo(foo).withDeployment(dep)
 	kube, foos, evts, err := f.sync(keyOf(foo))
@@ -142,7 +142,7 @@ func TestSyncRenameCreatesNewAndDeletesOld(t *testing.T) {
 	foo := newFoo("a", 1)
 	old := ownedDeployment(foo)
 	withConvergedStatus(foo, old, false)
-	foo.Spec.DeploymentName = "a-renamed"
+	foo.Spec.Deployment.Name = "a-renamed"
 	foo.Generation = 2
 	f := newFixture(t).withFoo(foo).withDeployment(old)
 	kube, foos, evts, err := f.sync(keyOf(foo))
@@ -172,7 +172,7 @@ func TestSyncRenameReportsStatusWhenThePruneFails(t *testing.T) {
 	foo := newFoo("a", 1)
 	old := ownedDeployment(foo)
 	withConvergedStatus(foo, old, false)
-	foo.Spec.DeploymentName = "a-renamed"
+	foo.Spec.Deployment.Name = "a-renamed"
 	foo.Generation = 2
 	f := newFixture(t).withFoo(foo).withDeployment(old)
 	_, ctx := ktesting.NewTestContext(t)
@@ -216,7 +216,7 @@ func TestSyncDoesNotPruneOthersDeployments(t *testing.T) {
 
 func TestSyncConflict(t *testing.T) {
 	foreignFoo := newFoo("b", 1)
-	foreignFoo.Spec.DeploymentName = "a-deploy"
+	foreignFoo.Spec.Deployment.Name = "a-deploy"
 	otherGroupOwner := foreignDeployment("a-deploy")
 	otherGroupOwner.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "other.example.com/v1", Kind: "Foo", Name: "a", UID: "a-uid", Controller: ptr.To(true),
@@ -241,7 +241,7 @@ func TestSyncConflict(t *testing.T) {
 			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
 			assertEvents(t, evts, "Warning DeploymentConflict")
 			c := readyOf(t, appliedStatus(t, foos))
-			if c.Status != metav1.ConditionFalse || c.Reason != samplev1alpha1.ReasonDeploymentConflict {
+			if c.Status != metav1.ConditionFalse || c.Reason != samplev1beta1.ReasonDeploymentConflict {
 				t.Errorf("Ready: got %s/%s, want False/DeploymentConflict", c.Status, c.Reason)
 			}
 		})
@@ -265,7 +265,7 @@ func TestSyncConflictAlreadyReportedIsSilent(t *testing.T) {
 func TestSyncConflictKeepsOldDeploymentOnRename(t *testing.T) {
 	foo := newFoo("a", 1)
 	old := ownedDeployment(foo)
-	foo.Spec.DeploymentName = "taken"
+	foo.Spec.Deployment.Name = "taken"
 	f := newFixture(t).withFoo(foo).withDeployment(old).withDeployment(foreignDeployment("taken"))
 	kube, _, _, err := f.sync(keyOf(foo))
 	if err != nil {
@@ -368,12 +368,12 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
 			assertEvents(t, evts) // no Warning: it resolves by itself
 			st := appliedStatus(t, foos)
-			if c := readyOf(t, st); c.Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
+			if c := readyOf(t, st); c.Reason != samplev1beta1.ReasonWaitingForOldDeployment {
 				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
 			}
 			// It resolves by itself: Reconciling, not Stalled.
-			if c := meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
-				meta.FindStatusCondition(st.Conditions, samplev1alpha1.ConditionStalled) != nil {
+			if c := meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||
+				meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionStalled) != nil {
 				t.Errorf("conditions: %+v", st.Conditions)
 			}
 		})
@@ -417,9 +417,9 @@ func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
 	assertActions(t, "kube", f.kubeclient.Actions(), nil)
 
 	renamed := foo.DeepCopy()
-	renamed.Spec.DeploymentName = "a-renamed"
+	renamed.Spec.Deployment.Name = "a-renamed"
 	renamed.Generation = 2
-	if _, err := f.client.SamplecontrollerV1alpha1().Foos(testNS).Update(ctx, renamed, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.client.SamplecontrollerV1beta1().Foos(testNS).Update(ctx, renamed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.fooIndexer.Update(renamed); err != nil {
@@ -525,7 +525,7 @@ func TestSyncPruneOfADeploymentAlreadyGone(t *testing.T) {
 	foo := newFoo("a", 1)
 	old := ownedDeployment(foo)
 	withConvergedStatus(foo, old, false)
-	foo.Spec.DeploymentName = "a-renamed"
+	foo.Spec.Deployment.Name = "a-renamed"
 	foo.Generation = 2
 	f := newFixture(t).withFoo(foo)
 	f.deployments = append(f.deployments, old) // in the cache only

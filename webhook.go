@@ -14,14 +14,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/webhook"
 )
 
 // fooCRD is the CustomResourceDefinition whose conversion webhook the
 // controller serves.
-const fooCRD = "foos." + samplev1alpha1.GroupName
+const fooCRD = "foos." + samplev1beta1.GroupName
 
 // webhookLinger is how long the webhook keeps answering after the signal
 // to stop, at least: the Pod leaves the Service's endpoints as it starts

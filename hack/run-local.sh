@@ -100,7 +100,7 @@ webhook=""
 if [[ -n "${local_plane:-}" ]]; then
     webhook=1
 elif ! "${KUBECTL}" get service -n foo-system foo-controller-webhook >/dev/null 2>&1; then
-    echo "run-local: WARNING: no Service foo-system/foo-controller-webhook in this cluster: the CRD's conversion webhook (artifacts/deploy) is not running there, so requests in v1beta1, kubectl's default version, fail, and so does deleting a namespace holding Foos; use foos.v1alpha1.samplecontroller.example.com, or install artifacts/deploy (docs/evolving-the-api.md, section 7)" >&2
+    echo "run-local: WARNING: no Service foo-system/foo-controller-webhook in this cluster: the CRD's conversion webhook (artifacts/deploy) is not running there, so requests in v1alpha1 fail (v1beta1, the stored version and kubectl's default, works), and so do reads of Foos still stored in v1alpha1 (docs/evolving-the-api.md, section 9); install artifacts/deploy (docs/evolving-the-api.md, section 7)" >&2
 fi
 
 go build -o _output/bin/foo-controller .
@@ -131,7 +131,7 @@ run-local: starting foo-controller (Ctrl-C to stop). In another terminal:
     kubectl get deploy,pods -l app.kubernetes.io/managed-by=foo-controller
     kubectl scale foo/example-foo --replicas=3
     kubectl describe foo example-foo         # status, conditions and Events
-    kubectl get foos.v1beta1.samplecontroller.example.com example-foo -o yaml   # the same Foo in v1beta1, converted by the webhook
+    kubectl get foos.v1alpha1.samplecontroller.example.com example-foo -o yaml  # the same Foo in v1alpha1, converted by the webhook
 
 MSG
 # Not exec: the EXIT trap must still run after the controller stops.

@@ -84,7 +84,7 @@ type options struct {
 	// (0: as many in each).
 	bigNamespace float64
 	floor        bool // run the floor phase
-	// singleVersion installs the CRD serving v1alpha1 alone (no webhook).
+	// singleVersion installs the CRD serving v1beta1 alone (no webhook).
 	singleVersion bool
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
@@ -233,7 +233,7 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 	fs.Float64Var(&o.bigNamespace, "big-namespace", 0,
 		"With -namespaces above 1: put this fraction (0 <= f < 1, and at least 1/-namespaces) of the N Foos in the first namespace, and the rest evenly in the others, to measure one namespace holding most Foos. A namespace is never split among replicas, so k replicas hold them with a skew (max/mean) of at least f×k. 0: the same number in every namespace.")
 	fs.BoolVar(&o.singleVersion, "single-version", false,
-		"Install the CRD serving v1alpha1 alone, converting with None and no webhook: the figures of the release before v1beta1, beside the default's (both versions served, every write converted by the bench's webhook: see conversion reviews per Foo).")
+		"Install the CRD serving v1beta1 alone, converting with None and no webhook: the figures of a release that no longer serves v1alpha1, beside the default's (both versions served, every write converted by the bench's webhook: see conversion reviews per Foo).")
 	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")

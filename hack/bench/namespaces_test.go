@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	foofake "example.com/foo-controller/pkg/generated/clientset/versioned/fake"
 	"example.com/foo-controller/pkg/shard"
 )
@@ -194,7 +194,7 @@ func TestCheckClean(t *testing.T) {
 	ns := func(name string, labels map[string]string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	}
-	foo := &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web"}}
+	foo := &samplev1beta1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web"}}
 	spaces := []string{"team-a", "team-b"}
 	for _, tc := range []struct {
 		name    string

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/plan"
@@ -132,7 +132,7 @@ func checkClean(ctx context.Context, c clients, spaces []string) (others int, er
 	if len(taken) > 0 {
 		return 0, fmt.Errorf("%d of the run's namespaces exist already, and not from a bench (%s, ...): the run would add its Foos to them and delete them; give another -namespace-names, or a control plane without them", len(taken), taken[0])
 	}
-	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	foos, err := c.foo.SamplecontrollerV1beta1().Foos(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -210,12 +210,12 @@ func (f *firsts) last() time.Time {
 // generation (the CRD defaults observedGeneration to 0, generations start
 // at 1). Without kube-controller-manager's Deployment controller, that is
 // as far as a Foo goes.
-func fooReported(foo *samplev1alpha1.Foo) bool {
+func fooReported(foo *samplev1beta1.Foo) bool {
 	return foo.Status.ObservedGeneration == foo.Generation
 }
 
-func fooReady(foo *samplev1alpha1.Foo) bool {
-	return meta.IsStatusConditionTrue(foo.Status.Conditions, samplev1alpha1.ConditionReady) &&
+func fooReady(foo *samplev1beta1.Foo) bool {
+	return meta.IsStatusConditionTrue(foo.Status.Conditions, samplev1beta1.ConditionReady) &&
 		foo.Status.ObservedGeneration == foo.Generation
 }
 
@@ -296,7 +296,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 	}
 	onFoo := func(obj any) {
 		now := time.Now()
-		if f, ok := obj.(*samplev1alpha1.Foo); ok && watched[f.Namespace] && done(f) {
+		if f, ok := obj.(*samplev1beta1.Foo); ok && watched[f.Namespace] && done(f) {
 			ready.mark(f.Name, now)
 		}
 	}
@@ -305,7 +305,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 	}); err != nil {
 		return nil, nil, err
 	}
-	if _, err := ff.Samplecontroller().V1alpha1().Foos().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := ff.Samplecontroller().V1beta1().Foos().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onFoo, UpdateFunc: func(_, o any) { onFoo(o) },
 	}); err != nil {
 		return nil, nil, err
@@ -347,9 +347,9 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
-		_, err := c.foo.SamplecontrollerV1alpha1().Foos(p.of[i]).Create(ctx, &samplev1alpha1.Foo{
+		_, err := c.foo.SamplecontrollerV1beta1().Foos(p.of[i]).Create(ctx, &samplev1beta1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
+			Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: name + depSuffix, Replicas: ptr.To(replicas), Image: image}},
 		}, metav1.CreateOptions{})
 		if err == nil {
 			created.mark(name, time.Now())
@@ -709,13 +709,13 @@ func floor(ctx context.Context, c clients, pl plane, ns string, n int, replicas 
 	}
 
 	progress("floor: %d Foo creates, then %d status writes", n, n)
-	foos := make([]*samplev1alpha1.Foo, n)
+	foos := make([]*samplev1beta1.Foo, n)
 	t1 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("floor-%d", i)
-		f, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
+		f, err := c.foo.SamplecontrollerV1beta1().Foos(ns).Create(ctx, &samplev1beta1.Foo{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
+			Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: name + depSuffix, Replicas: ptr.To(replicas), Image: image}},
 		}, metav1.CreateOptions{})
 		foos[i] = f
 		return err
@@ -728,18 +728,18 @@ func floor(ctx context.Context, c clients, pl plane, ns string, n int, replicas 
 	t2 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		f := foos[i]
-		st := samplev1alpha1.FooStatus{
+		st := samplev1beta1.FooStatus{
 			ObservedGeneration: f.Generation, Replicas: replicas, AvailableReplicas: replicas, ReadyReplicas: replicas,
 			// The two conditions of a converged Foo: the same size of write.
 			Conditions: []metav1.Condition{{
-				Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
-				LastTransitionTime: now, Reason: samplev1alpha1.ReasonDeploymentAvailable, Message: "bench floor",
+				Type: samplev1beta1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
+				LastTransitionTime: now, Reason: samplev1beta1.ReasonDeploymentAvailable, Message: "bench floor",
 			}, {
-				Type: samplev1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
-				LastTransitionTime: now, Reason: samplev1alpha1.ReasonMinimumReplicasAvailable, Message: "bench floor",
+				Type: samplev1beta1.ConditionAvailable, Status: metav1.ConditionTrue, ObservedGeneration: f.Generation,
+				LastTransitionTime: now, Reason: samplev1beta1.ReasonMinimumReplicasAvailable, Message: "bench floor",
 			}},
 		}
-		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).ApplyStatus(ctx, plan.StatusApply(f, st),
+		_, err := c.foo.SamplecontrollerV1beta1().Foos(ns).ApplyStatus(ctx, plan.StatusApply(f, st),
 			metav1.ApplyOptions{FieldManager: fieldMgr, Force: true})
 		return err
 	})
@@ -757,7 +757,7 @@ func floor(ctx context.Context, c clients, pl plane, ns string, n int, replicas 
 	t3 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		f := foos[i].DeepCopy()
-		f.Spec.DeploymentName = fmt.Sprintf("floor-apply-%d", i)
+		f.Spec.Deployment.Name = fmt.Sprintf("floor-apply-%d", i)
 		_, err := c.kube.AppsV1().Deployments(ns).Apply(ctx, plan.DesiredDeployment(f),
 			metav1.ApplyOptions{FieldManager: fieldMgr, Force: true})
 		return err
@@ -794,7 +794,7 @@ func pct(d []time.Duration, p float64) float64 {
 func editOne(ctx context.Context, c clients, ns, name string) (figures, error) {
 	t0 := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, editedImage)
-	if _, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := c.foo.SamplecontrollerV1beta1().Foos(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return nil, err
 	}
 	for deadline := t0.Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -816,7 +816,7 @@ func editOne(ctx context.Context, c clients, ns, name string) (figures, error) {
 // one request each, as a client with no cache does it.
 func listFloor(ctx context.Context, c clients, ns string) (figures, error) {
 	t0 := time.Now()
-	foos, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).List(ctx, metav1.ListOptions{})
+	foos, err := c.foo.SamplecontrollerV1beta1().Foos(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

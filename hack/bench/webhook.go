@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,8 +42,8 @@ import (
 // it pointed before, if it existed: a plane the bench did not start stays
 // as make run left it.
 //
-// single installs it serving v1alpha1 alone, converting with None, and
-// serves no webhook: the release before v1beta1.
+// single installs it serving v1beta1 alone, converting with None, and
+// serves no webhook: a release that no longer serves v1alpha1.
 func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig string, local, single bool) (restore func(), err error) {
 	if single {
 		return installSingleVersionCRD(kubectl, kubeconfig)
@@ -134,18 +133,30 @@ func installCRD(ctx context.Context, cfg *rest.Config, kubectl, kubeconfig strin
 // answered: what serving two versions costs the API server per write.
 var conversionReviews atomic.Int64
 
-// installSingleVersionCRD applies the shipped CRD with v1beta1 dropped and
-// no conversion (strategy None), as the release before v1beta1 shipped it,
-// over a CRD already serving v1beta1 too (a plane the bench ran on).
+// installSingleVersionCRD applies the shipped CRD with v1alpha1 no longer
+// served and no conversion (strategy None), as a release that retired
+// v1alpha1 would, over a CRD already serving both (a plane the bench ran
+// on). v1alpha1 stays in the list, unserved: a plane whose storedVersions
+// still name it would refuse its removal. The bench's namespaces hold no
+// Foo (checkClean), so none stored in v1alpha1 is read through None.
 func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err error) {
 	crd, err := shippedCRD()
 	if err != nil {
 		return nil, err
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	versions = slices.DeleteFunc(versions, func(v any) bool { return v.(map[string]any)["name"] != "v1alpha1" })
-	if len(versions) != 1 {
-		return nil, fmt.Errorf("artifacts/examples/crd.yaml: no v1alpha1")
+	served := 0
+	for _, v := range versions {
+		v := v.(map[string]any)
+		if v["name"] != "v1beta1" {
+			v["served"] = false
+		}
+		if v["served"] == true {
+			served++
+		}
+	}
+	if served != 1 {
+		return nil, fmt.Errorf("artifacts/examples/crd.yaml: no v1beta1 served")
 	}
 	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
 		return nil, err
@@ -153,7 +164,7 @@ func installSingleVersionCRD(kubectl, kubeconfig string) (restore func(), err er
 	if err := unstructured.SetNestedMap(crd.Object, map[string]any{"strategy": "None"}, "spec", "conversion"); err != nil {
 		return nil, err
 	}
-	progress("installing the CRD serving v1alpha1 alone, no conversion webhook (-single-version)")
+	progress("installing the CRD serving v1beta1 alone, no conversion webhook (-single-version)")
 	// First on a CRD already there (a plane the bench ran on before): the
 	// webhook's url, set by another field manager, would outlive the apply
 	// and be refused beside strategy None.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // BenchmarkCachedBytes reports what one object costs in an informer's store
@@ -44,7 +44,7 @@ func BenchmarkCachedBytes(b *testing.B) {
 		return d
 	}
 	decodeFoo := func() any {
-		f := &samplev1alpha1.Foo{}
+		f := &samplev1beta1.Foo{}
 		if err := json.Unmarshal(fooJSON, f); err != nil {
 			b.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -34,7 +34,7 @@ func Transform(obj any) (any, error) {
 	if dep, ok := obj.(*appsv1.Deployment); ok {
 		return plan.NewDeploymentView(dep), nil
 	}
-	if foo, ok := obj.(*samplev1alpha1.Foo); ok {
+	if foo, ok := obj.(*samplev1beta1.Foo); ok {
 		obj = plan.CachedFoo(foo)
 	}
 	if m, ok := obj.(metav1.Object); ok {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // TestEditStorm edits one Foo's replicas 100 times a second for 20 s, as a
@@ -39,7 +39,7 @@ func TestEditStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fooClient := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
+	fooClient := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
 	w, err := watchtools.NewRetryWatcherWithContext(s.ctx, foo.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = "metadata.name=web"
@@ -55,7 +55,7 @@ func TestEditStorm(t *testing.T) {
 	go func() {
 		var gens []int64
 		for ev := range w.ResultChan() {
-			if foo, ok := ev.Object.(*samplev1alpha1.Foo); ok && ev.Type == watch.Modified {
+			if foo, ok := ev.Object.(*samplev1beta1.Foo); ok && ev.Type == watch.Modified {
 				gens = append(gens, foo.Status.ObservedGeneration)
 				watchedGen.Store(foo.Status.ObservedGeneration)
 			}
@@ -75,8 +75,8 @@ func TestEditStorm(t *testing.T) {
 		inFlight <- struct{}{}
 		go func() {
 			defer func() { <-inFlight }()
-			patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, i%4+1) // 1, 2, 3, 4, 1, ...: a scale each time
-			_, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
+			patch := fmt.Appendf(nil, `{"spec":{"deployment":{"replicas":%d}}}`, i%4+1) // 1, 2, 3, 4, 1, ...: a scale each time
+			_, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
 			errs <- err
 		}()
 	}
@@ -101,7 +101,7 @@ func TestEditStorm(t *testing.T) {
 		if foo, err = s.getFoo("web"); err != nil {
 			return false, err.Error()
 		}
-		last = *foo.Spec.Replicas
+		last = *foo.Spec.Deployment.Replicas
 		return foo.Status.Replicas == last, fmt.Sprintf("status.replicas %d of %d", foo.Status.Replicas, last)
 	})
 	s.eventually(time.Minute, "the watch to see it", func() (bool, string) {
@@ -178,8 +178,8 @@ func TestLastChangeToldAtShutdown(t *testing.T) {
 	s.createFoo(newFoo("web", "web", 1))
 	s.waitConverged("web", time.Minute)
 	scale := func(n int) {
-		patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
-		if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		patch := fmt.Appendf(nil, `{"spec":{"deployment":{"replicas":%d}}}`, n)
+		if _, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestNamespaceDeletedWritesNoStatus(t *testing.T) {
 		names[i] = fmt.Sprintf("foo-%03d", i)
 		foo := newFoo(names[i], names[i], 1)
 		if i%4 == 0 {
-			foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+			foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 		}
 		s.createFoo(foo)
 	}
@@ -243,7 +243,7 @@ func TestNamespaceDeletedWritesNoStatus(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
-		foos, _ := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+		foos, _ := s.foos.SamplecontrollerV1beta1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 		deps, _ := s.kube.AppsV1().Deployments(s.ns).List(s.ctx, metav1.ListOptions{})
 		return false, fmt.Sprintf("%d Foos, %d Deployments left (%v)", len(foos.Items), len(deps.Items), err)
 	})

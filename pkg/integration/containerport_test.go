@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -34,7 +34,7 @@ func TestContainerPort(t *testing.T) {
 	s := newScenario(t)
 	s.startController()
 	foo := newFoo("web", "web", 1)
-	foo.Spec.ContainerPort = ptr.To[int32](8080)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](8080)
 	s.createFoo(foo)
 
 	http := func(n int32) corev1.ContainerPort {
@@ -52,7 +52,7 @@ func TestContainerPort(t *testing.T) {
 	}{
 		{"set on the Foo", func() {}, []corev1.ContainerPort{http(8080)}},
 		{"changed on the Foo", func() {
-			s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.ContainerPort = ptr.To[int32](9090) })
+			s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.ContainerPort = ptr.To[int32](9090) })
 		}, []corev1.ContainerPort{http(9090)}},
 		// The trap: the entry keyed 9090 is gone, one keyed 7070 owned by
 		// kubectl-edit holds the name "http"; an apply alone is refused
@@ -75,7 +75,7 @@ func TestContainerPort(t *testing.T) {
 			edit(func(d *appsv1.Deployment) { *ports(d) = append(*ports(d), metrics) })
 		}, []corev1.ContainerPort{http(9090), metrics}},
 		{"unset on the Foo", func() {
-			s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.ContainerPort = nil })
+			s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.ContainerPort = nil })
 		}, []corev1.ContainerPort{metrics}},
 		// With the field unset, "http" in our container is still ours to
 		// keep absent; an apply cannot remove what it does not own.
@@ -169,7 +169,7 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 	s.editDeployment("web", func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: plan.PortName, ContainerPort: 8081, Protocol: corev1.ProtocolTCP}}
 	})
-	s.waitNotReady("web", samplev1alpha1.ReasonDeploymentApplyFailed, "http ports stay", time.Minute)
+	s.waitNotReady("web", samplev1beta1.ReasonDeploymentApplyFailed, "http ports stay", time.Minute)
 	reported := time.Now()
 	t.Logf("reported on the Foo in %v", reported.Sub(start).Round(time.Millisecond))
 	// Backoff, not a retry a second: the refused attempts come ever
@@ -188,7 +188,7 @@ func TestContainerPortCorrectionRefused(t *testing.T) {
 		t.Logf("%d refused corrections in %v, the last two %v apart", n, time.Since(start).Round(time.Second),
 			refused[n-1].Sub(refused[n-2]).Round(time.Millisecond))
 	}
-	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentApplyFailed] != 1 {
+	if ev := s.fooEvents("web"); ev[samplev1beta1.ReasonDeploymentApplyFailed] != 1 {
 		t.Errorf("events %v: want one DeploymentApplyFailed Warning", ev)
 	}
 
@@ -266,7 +266,7 @@ func TestMutatingPolicyRewritesOurPort(t *testing.T) {
 
 	s.startController()
 	foo := newFoo("web", "web", 1)
-	foo.Spec.ContainerPort = ptr.To[int32](80)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](80)
 	s.createFoo(foo)
 	s.eventually(time.Minute, "the Deployment, with the policy's port", func() (bool, string) {
 		dep, err := s.getDeployment("web")
@@ -362,7 +362,7 @@ func TestMutatingPolicyRewritesOurPort(t *testing.T) {
 		p := d.Spec.Template.Spec.Containers[0].Ports[0].ContainerPort
 		return p == 80, fmt.Sprintf("dry-run port %d", p)
 	})
-	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](2) })
+	s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.Replicas = ptr.To[int32](2) })
 	s.eventually(30*time.Second, "our port back, with the Foo's new replicas", func() (bool, string) {
 		d, err := s.getDeployment("web")
 		if err != nil {

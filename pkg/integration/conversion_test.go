@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -22,8 +23,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -40,6 +43,8 @@ import (
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/plan"
+	"example.com/foo-controller/pkg/storagemigrate"
 	"example.com/foo-controller/pkg/webhook"
 )
 
@@ -208,8 +213,11 @@ func TestConversionWebhook(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	// Written in v1alpha1, read in v1beta1.
-	s.createFoo(newFoo("a", "web-a", 2))
+	// Written in v1alpha1 (its default image filled in), read in v1beta1.
+	if _, err := alpha.Create(s.ctx, &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: samplev1alpha1.FooSpec{DeploymentName: "web-a", Replicas: ptr.To[int32](2)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -318,19 +326,19 @@ func TestConversionWebhook(t *testing.T) {
 
 	// The webhook down: the stored version still reads and writes; the
 	// other fails with the API server's message; nothing is rewritten.
-	before, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	before, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	_, err = beta.Get(s.ctx, "a", metav1.GetOptions{})
+	_, err = alpha.Get(s.ctx, "a", metav1.GetOptions{})
 	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
-		t.Fatalf("v1beta1 read with the webhook down: %v, want the API server's conversion webhook error", err)
+		t.Fatalf("v1alpha1 read with the webhook down: %v, want the API server's conversion webhook error", err)
 	}
-	t.Logf("a v1beta1 read with the webhook down: %v", err)
-	after, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	t.Logf("a v1alpha1 read with the webhook down: %v", err)
+	after, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("v1alpha1 read with the webhook down: %v", err)
+		t.Fatalf("v1beta1 read with the webhook down: %v", err)
 	}
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Fatalf("the stored Foo changed while the webhook was down: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
@@ -367,13 +375,13 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 
 	s.createFoo(newFoo("a", "web-a", 1))
 	s.waitConverged("a", time.Minute)
-	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
-	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
-		got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
+	s.eventually(30*time.Second, "the Foo read in v1alpha1", func() (bool, string) {
+		got, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return got.Spec.Deployment.Name == "web-a", fmt.Sprintf("spec %+v", got.Spec)
+		return got.Spec.DeploymentName == "web-a", fmt.Sprintf("spec %+v", got.Spec)
 	})
 
 	// Signalled, it goes on answering for webhookLinger (5 s) at least:
@@ -385,8 +393,8 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 	}
 	// Reads for 3 s of the 5: a read takes a while on a busy machine.
 	for time.Since(signalled) < 3*time.Second {
-		if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
-			t.Fatalf("a v1beta1 read %v after the signal: %v; the webhook must answer for 5 s", time.Since(signalled).Round(time.Millisecond), err)
+		if _, err := alpha.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
+			t.Fatalf("a v1alpha1 read %v after the signal: %v; the webhook must answer for 5 s", time.Since(signalled).Round(time.Millisecond), err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -394,26 +402,26 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the controller exited %v after the signal", time.Since(signalled).Round(time.Millisecond))
-	if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
-		t.Fatalf("v1beta1 read with the controller stopped: %v", err)
+	if _, err := alpha.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("v1alpha1 read with the controller stopped: %v", err)
 	}
 	if _, err := s.getFoo("a"); err != nil {
-		t.Fatalf("v1alpha1 read with the controller stopped: %v", err)
+		t.Fatalf("v1beta1 read with the controller stopped: %v", err)
 	}
 }
 
-// TestConversionWebhookOutage: what serving v1beta1 costs and what its
-// webhook's outage does, on a real API server. While v1beta1 is served,
-// every write of a Foo, in any version, costs a review: the API server
-// decodes each stored Foo into every served version as it is written (its
-// watch cache per version), whether or not any client reads v1beta1; lists
-// in v1beta1 are served from that cache with no review; when the API
-// server starts, it fills the cache one Foo per review. With
-// the webhook down, writes in the stored version go on; reads in v1beta1
-// fail; deleting a namespace holding Foos waits, its condition naming the
-// webhook (the namespace controller lists them in the preferred version,
-// v1beta1). Back up at the same address, v1beta1 reads see the writes made
-// meanwhile, and the namespace goes.
+// TestConversionWebhookOutage: what serving two versions costs and what
+// the webhook's outage does, on a real API server, with v1beta1 stored.
+// While v1alpha1 is served beside it, every write of a Foo, in any
+// version, costs a review: the API server decodes each stored Foo into
+// every served version as it is written (its watch cache per version),
+// whether or not any client reads v1alpha1; lists in v1alpha1 are served
+// from that cache with no review; when the API server starts, it fills the
+// cache one Foo per review. With the webhook down, reads and writes in
+// v1beta1 go on, the controller's and kubectl's default; reads in v1alpha1
+// fail; deleting a namespace holding Foos goes (the namespace controller
+// lists them in the preferred version, v1beta1, the stored one). Back up
+// at the same address, v1alpha1 reads see the writes made meanwhile.
 func TestConversionWebhookOutage(t *testing.T) {
 	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
@@ -457,18 +465,18 @@ func TestConversionWebhookOutage(t *testing.T) {
 	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
 	s.createFoo(newFoo("a", "web-a", 1))
 	doomed.createFoo(newFoo("b", "web-b", 1))
-	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
-		_, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+	s.eventually(30*time.Second, "the Foo read in v1alpha1", func() (bool, string) {
+		_, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 
-	// Writes in v1alpha1 only, no client reading v1beta1: each costs a
+	// Writes in v1beta1 only, no client reading v1alpha1: each costs a
 	// review all the same.
 	const writes = 10
 	before := reviews.Load()
 	for i := range writes {
-		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, i+2)
-		if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		patch := fmt.Sprintf(`{"spec":{"deployment":{"replicas":%d}}}`, i+2)
+		if _, err := beta.Patch(s.ctx, "a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -477,71 +485,66 @@ func TestConversionWebhookOutage(t *testing.T) {
 		return n >= writes, fmt.Sprintf("%d reviews for %d writes", n, writes)
 	})
 	time.Sleep(time.Second) // the reviews of the last writes
-	t.Logf("%d v1alpha1 writes, no v1beta1 client of ours: %d reviews", writes, reviews.Load()-before)
+	t.Logf("%d v1beta1 writes, no v1alpha1 client of ours: %d reviews", writes, reviews.Load()-before)
 
-	// Lists in v1beta1, of Foos stored in v1alpha1.
+	// Lists in v1alpha1, of Foos stored in v1beta1.
 	s.createFoos("many-", 20)
 	time.Sleep(time.Second)
 	for _, opts := range []metav1.ListOptions{{}, {ResourceVersion: "0"}, {Limit: 5}} {
 		r0, o0 := reviews.Load(), objects.Load()
 		largest.Store(0)
-		list, err := beta.List(s.ctx, opts)
+		list, err := alpha.List(s.ctx, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("a v1beta1 list (limit %d, resourceVersion %q) of %d Foos: %d reviews, %d objects, at most %d in one", opts.Limit, opts.ResourceVersion, len(list.Items), reviews.Load()-r0, objects.Load()-o0, largest.Load())
-		// Served from the API server's v1beta1 cache, converted as written.
+		t.Logf("a v1alpha1 list (limit %d, resourceVersion %q) of %d Foos: %d reviews, %d objects, at most %d in one", opts.Limit, opts.ResourceVersion, len(list.Items), reviews.Load()-r0, objects.Load()-o0, largest.Load())
+		// Served from the API server's v1alpha1 cache, converted as written.
 		if n := reviews.Load() - r0; n != 0 {
-			t.Errorf("a v1beta1 list (limit %d, resourceVersion %q) sent %d reviews, want none", opts.Limit, opts.ResourceVersion, n)
+			t.Errorf("a v1alpha1 list (limit %d, resourceVersion %q) sent %d reviews, want none", opts.Limit, opts.ResourceVersion, n)
 		}
 	}
 
 	// Down.
 	stop()
-	if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"spec":{"replicas":42}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("a v1alpha1 write with the webhook down: %v", err)
+	if _, err := beta.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"spec":{"deployment":{"replicas":42}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("a v1beta1 write with the webhook down: %v", err)
 	}
-	if _, err := beta.Get(s.ctx, "a", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "conversion webhook") {
-		t.Fatalf("v1beta1 read with the webhook down: %v, want the API server's conversion webhook error", err)
+	if _, err := beta.List(s.ctx, metav1.ListOptions{}); err != nil {
+		t.Fatalf("a v1beta1 list with the webhook down: %v", err)
 	}
+	_, err = alpha.Get(s.ctx, "a", metav1.GetOptions{})
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("v1alpha1 read with the webhook down: %v, want the API server's conversion webhook error", err)
+	}
+	t.Logf("a v1alpha1 read with the webhook down: %v", err)
 	if err := s.kube.CoreV1().Namespaces().Delete(s.ctx, doomed.ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.eventually(time.Minute, "the namespace's deletion to name the webhook", func() (bool, string) {
+	s.eventually(2*time.Minute, "the namespace gone, with the webhook down", func() (bool, string) {
 		ns, err := s.kube.CoreV1().Namespaces().Get(s.ctx, doomed.ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, c := range ns.Status.Conditions {
-			if strings.Contains(c.Message, "conversion webhook") {
-				t.Logf("namespace %s, phase %s, with the webhook down: %s=%s: %s", ns.Name, ns.Status.Phase, c.Type, c.Status, c.Message)
-				return ns.Status.Phase == corev1.NamespaceTerminating, ""
-			}
-		}
 		return false, fmt.Sprintf("phase %s, conditions %+v", ns.Status.Phase, ns.Status.Conditions)
 	})
-	if _, err := doomed.getFoo("b"); err != nil {
-		t.Fatalf("the doomed namespace's Foo, with the webhook down: %v; want it still there", err)
-	}
 
 	// Up again, at the same address: nothing was lost.
 	if lis, err = net.Listen("tcp", addr); err != nil {
 		t.Fatal(err)
 	}
 	stop = serve(lis)
-	s.eventually(30*time.Second, "the write made while down, read in v1beta1", func() (bool, string) {
-		got, err := beta.Get(s.ctx, "a", metav1.GetOptions{})
+	s.eventually(30*time.Second, "the write made while down, read in v1alpha1", func() (bool, string) {
+		got, err := alpha.Get(s.ctx, "a", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return got.Spec.Deployment.Replicas != nil && *got.Spec.Deployment.Replicas == 42, fmt.Sprintf("spec %+v", got.Spec.Deployment)
-	})
-	s.eventually(2*time.Minute, "the namespace gone", func() (bool, string) {
-		_, err := s.kube.CoreV1().Namespaces().Get(s.ctx, doomed.ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
+		return got.Spec.Replicas != nil && *got.Spec.Replicas == 42, fmt.Sprintf("spec %+v", got.Spec)
 	})
 
-	// The API server restarted: its v1beta1 cache fills again.
+	// The API server restarted: its v1alpha1 cache fills again.
 	r0, o0 := reviews.Load(), objects.Load()
 	largest.Store(0)
 	if err := cl.stopAPIServer(); err != nil {
@@ -550,94 +553,157 @@ func TestConversionWebhookOutage(t *testing.T) {
 	if err := cl.startAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	s.eventually(time.Minute, "a v1beta1 list after the restart", func() (bool, string) {
-		list, err := beta.List(s.ctx, metav1.ListOptions{})
+	s.eventually(time.Minute, "a v1alpha1 list after the restart", func() (bool, string) {
+		list, err := alpha.List(s.ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 21, fmt.Sprint(err)
 	})
 	time.Sleep(2 * time.Second)
 	t.Logf("the API server restarted with 21 Foos stored: %d reviews, %d objects, at most %d in one", reviews.Load()-r0, objects.Load()-o0, largest.Load())
-	// Its cache of v1beta1 filled one Foo per review.
+	// Its cache of v1alpha1 filled one Foo per review.
 	if objects.Load()-o0 < 21 || largest.Load() != 1 {
 		t.Errorf("the API server's restart: %d objects converted, at most %d in one review; want every Foo, one per review", objects.Load()-o0, largest.Load())
 	}
 }
 
-// TestUpgradeToTwoServedVersions upgrades, in the order
-// artifacts/deploy/README.md gives, from a release whose CRD served
-// v1alpha1 alone (v1beta1 not served, no conversion) with Foos in it: the
-// new controller first, which serves its certificate with nothing to
-// inject (no error, no write to the CRD), then the new CRD, whose caBundle
-// it fills at once; v1beta1 then reads the Foos written before, and they
-// are not rewritten.
-func TestUpgradeToTwoServedVersions(t *testing.T) {
+// TestUpgradeToV1beta1Storage upgrades, in the order
+// artifacts/deploy/README.md gives, from a release whose CRD served and
+// stored v1alpha1 alone, holding Foos and the Deployment its controller
+// made (owner reference in v1alpha1): the new CRD, then the new
+// controller, then the migration. The controller takes its Foo as it is,
+// without a write to the Deployment; Foos it never writes (another
+// namespace) stay stored in v1alpha1 and read in v1beta1 through the
+// webhook; the migration stores every one in v1beta1 and trims
+// status.storedVersions to [v1beta1], changing nothing a user wrote.
+func TestUpgradeToV1beta1Storage(t *testing.T) {
 	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
-	// The previous release's CRD.
-	crd, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
+	ext, err := apiextensions.NewForConfig(cl.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	beta := -1
-	for i, v := range versions {
-		if v.(map[string]any)["name"] == "v1beta1" {
-			beta = i
-		}
-	}
-	old, _ := json.Marshal([]map[string]any{
-		{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", beta), "value": false},
-		{"op": "replace", "path": "/spec/conversion", "value": map[string]any{"strategy": "None"}},
-	})
-	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, old, metav1.PatchOptions{}); err != nil {
+	shipped, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	foo := s.createFoo(newFoo("a", "web-a", 1))
+	previousRelease(t, s, ext, "v1alpha1")
 
-	// The new controller.
-	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
-	s.waitConverged("a", time.Minute)
-	addr := s.webhookAddress(ctrl)
-	s.eventually(30*time.Second, "the webhook's Secret", func() (bool, string) {
-		_, err := s.kube.CoreV1().Secrets(s.ns).Get(s.ctx, "foo-controller-webhook-cert", metav1.GetOptions{})
+	// What the previous release left: a Foo and its Deployment, applied
+	// by the controller's field manager with the owner reference it wrote
+	// then; and Foos in a namespace no controller under test watches.
+	alpha := &samplev1alpha1.Foo{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec:       samplev1alpha1.FooSpec{DeploymentName: "web-a", Replicas: ptr.To[int32](2)},
+	}
+	foo, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, alpha, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hub samplev1beta1.Foo
+	if err := fooscheme.Scheme.Convert(foo, &hub, nil); err != nil {
+		t.Fatal(err)
+	}
+	desired := plan.DesiredDeployment(&hub)
+	desired.OwnerReferences[0].APIVersion = ptr.To(samplev1alpha1.GroupVersion.String())
+	dep, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, desired, metav1.ApplyOptions{FieldManager: controllerFieldManager, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newScenarioOn(t, cl)
+	const untouched = 5
+	for i := range untouched {
+		if _, err := other.foos.SamplecontrollerV1alpha1().Foos(other.ns).Create(s.ctx, &samplev1alpha1.Foo{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("b-%d", i)},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: "web"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// stored counts the Foos of both namespaces in each version, in etcd.
+	stored := func() map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		for _, ns := range []string{s.ns, other.ns} {
+			inEtcd, err := cl.storedVersionsOf(s.ctx, ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v, n := range countVersions(inEtcd) {
+				out[v] += n
+			}
+		}
+		return out
+	}
+	if got := stored(); !maps.Equal(got, map[string]int{"v1alpha1": untouched + 1}) {
+		t.Fatalf("before the upgrade: stored %v, want every Foo in v1alpha1", got)
+	}
+
+	// The new CRD, as shipped (its webhook's Service stood in for by the
+	// controller's address, below).
+	start := time.Now()
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		crd.Spec = shipped.Spec
+		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(s.ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(30*time.Second, "v1beta1 served", func() (bool, string) {
+		_, err := s.kube.Discovery().ServerResourcesForGroupVersion(samplev1beta1.GroupVersion.String())
 		return err == nil, fmt.Sprint(err)
 	})
-	time.Sleep(2 * time.Second)
-	if got, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{}); err != nil || got.GetGeneration() != crd.GetGeneration()+1 ||
-		got.GetAnnotations()[webhook.CABundleFromAnnotation] != "" {
-		t.Fatalf("the old CRD was written by the new controller: generation %d (after the downgrade %d), annotations %v, %v",
-			got.GetGeneration(), crd.GetGeneration()+1, got.GetAnnotations(), err)
+	// The new controller.
+	ctrl := s.startController("-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
+	serveV1beta1(t, s, "https://"+s.webhookAddress(ctrl)+webhook.Path)
+	s.waitConverged("a", 2*time.Minute)
+	t.Logf("the Foo converged %v after the new CRD", time.Since(start).Round(time.Millisecond))
+	betaBefore, err := other.foos.SamplecontrollerV1beta1().Foos(other.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil || len(betaBefore.Items) != untouched {
+		t.Fatalf("the Foos no controller wrote, read in v1beta1: %v", err)
 	}
-	if lines := ctrl.logLines("Keeping the webhook certificate failed"); len(lines) > 0 {
-		t.Fatalf("the keeper failed on the old CRD:\n%s", strings.Join(lines, "\n"))
+	if got := stored(); got["v1alpha1"] < untouched {
+		t.Fatalf("after the new CRD: stored %v, want the %d Foos nobody wrote still in v1alpha1", got, untouched)
 	}
 
-	// The new CRD (as shipped; the URL for the Service).
-	upgrade, _ := json.Marshal([]map[string]any{
-		{"op": "replace", "path": fmt.Sprintf("/spec/versions/%d/served", beta), "value": true},
-	})
-	if _, err := s.dyn.Resource(webhook.CRDs).Patch(s.ctx, fooCRD, types.JSONPatchType, upgrade, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	// The migration.
+	clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
+	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond})
+	if err != nil || res.Method != storagemigrate.Rewrite {
+		t.Fatalf("the migration: %+v, %v", res, err)
 	}
-	serveV1beta1(t, s, "https://"+addr+webhook.Path)
-	start := time.Now()
-	s.eventually(30*time.Second, "the Foo read in v1beta1", func() (bool, string) {
-		got, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Get(s.ctx, "a", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Spec.Deployment.Name == "web-a", fmt.Sprintf("spec %+v", got.Spec)
-	})
-	t.Logf("v1beta1 read %v after the new CRD", time.Since(start).Round(time.Millisecond))
-	got, err := s.dyn.Resource(webhook.CRDs).Get(s.ctx, fooCRD, metav1.GetOptions{})
-	if err != nil || got.GetAnnotations()[webhook.CABundleFromAnnotation] != s.ns+"/foo-controller-webhook-cert" {
-		t.Fatalf("the caBundle's owner: %v, %v", got.GetAnnotations(), err)
+	if got := stored(); !maps.Equal(got, map[string]int{"v1beta1": untouched + 1}) {
+		t.Errorf("after the migration: stored %v, want every Foo in v1beta1", got)
 	}
-	after, err := s.getFoo("a")
+	crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(s.ctx, fooCRD, metav1.GetOptions{})
+	if err != nil || !slices.Equal(crd.Status.StoredVersions, []string{"v1beta1"}) {
+		t.Errorf("storedVersions after the migration: %v, %v; want [v1beta1]", crd.Status.StoredVersions, err)
+	}
+	betaAfter, err := other.foos.SamplecontrollerV1beta1().Foos(other.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Generation != foo.Generation || !meta.IsStatusConditionTrue(after.Status.Conditions, samplev1alpha1.ConditionReady) {
-		t.Fatalf("the Foo after the upgrade: generation %d -> %d, status %+v", foo.Generation, after.Generation, after.Status)
+	for i := range betaAfter.Items {
+		was, now := betaBefore.Items[i], betaAfter.Items[i]
+		if now.Generation != was.Generation || !apiequality.Semantic.DeepEqual(now.Spec, was.Spec) || !maps.Equal(now.Annotations, was.Annotations) {
+			t.Errorf("Foo %s changed in the migration: generation %d -> %d, spec %+v -> %+v, annotations %v -> %v",
+				now.Name, was.Generation, now.Generation, was.Spec, now.Spec, was.Annotations, now.Annotations)
+		}
+	}
+
+	// Through all of it, the controller took the Deployment as the
+	// previous release left it: no write.
+	for _, e := range writesOf(s.controllerRequests(start, time.Now())) {
+		if e.ObjectRef.Resource == "deployments" {
+			t.Errorf("the controller wrote the Deployment at the upgrade: %s %s", e.Verb, e.ObjectRef.Name)
+		}
+	}
+	after, err := s.kube.AppsV1().Deployments(s.ns).Get(s.ctx, "web-a", metav1.GetOptions{})
+	if err != nil || after.Generation != dep.Generation || after.OwnerReferences[0].APIVersion != samplev1alpha1.GroupVersion.String() {
+		t.Errorf("the Deployment after the upgrade: %v, %v", after.OwnerReferences, err)
 	}
 }
 

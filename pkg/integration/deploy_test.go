@@ -45,7 +45,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	"example.com/foo-controller/pkg/webhook"
 )
@@ -141,7 +141,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 		return ptr.Deref(l.Spec.HolderIdentity, "") != "", fmt.Sprintf("%+v", l.Spec)
 	})
 
-	for _, policy := range []samplev1alpha1.DeletionPolicy{samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan} {
+	for _, policy := range []samplev1beta1.DeletionPolicy{samplev1beta1.DeletionPolicyDelete, samplev1beta1.DeletionPolicyOrphan} {
 		name := strings.ToLower(string(policy))
 		start := time.Now()
 		foo := newFoo(name, name+"-deploy", 1)
@@ -153,10 +153,10 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 			t.Fatalf("kubectl scale: %v: %s", err, out)
 		}
 		s.waitConverged(name, time.Minute)
-		if policy == samplev1alpha1.DeletionPolicyOrphan {
+		if policy == samplev1beta1.DeletionPolicyOrphan {
 			s.eventually(time.Minute, "the orphan finalizer", func() (bool, string) {
 				f, err := s.getFoo(name)
-				return err == nil && slices.Contains(f.Finalizers, samplev1alpha1.OrphanFinalizer), fmt.Sprintf("%v %v", err, f)
+				return err == nil && slices.Contains(f.Finalizers, samplev1beta1.OrphanFinalizer), fmt.Sprintf("%v %v", err, f)
 			})
 		}
 		wantEvents := map[string]int{"Created": 1, "Scaled": 1}
@@ -165,7 +165,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 			return got["Created"] == 1 && got["Scaled"] == 1, fmt.Sprintf("%v", got)
 		})
 
-		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		s.eventually(time.Minute, "the Foo to be gone", func() (bool, string) {
@@ -173,13 +173,13 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 		})
 		switch policy {
-		case samplev1alpha1.DeletionPolicyDelete:
+		case samplev1beta1.DeletionPolicyDelete:
 			s.eventually(time.Minute, "the Deployment to be garbage-collected", func() (bool, string) {
-				_, err := s.getDeployment(foo.Spec.DeploymentName)
+				_, err := s.getDeployment(foo.Spec.Deployment.Name)
 				return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 			})
-		case samplev1alpha1.DeletionPolicyOrphan:
-			dep, err := s.getDeployment(foo.Spec.DeploymentName)
+		case samplev1beta1.DeletionPolicyOrphan:
+			dep, err := s.getDeployment(foo.Spec.Deployment.Name)
 			if err != nil {
 				t.Fatalf("the Orphan Foo's Deployment must be kept: %v", err)
 			}
@@ -269,17 +269,17 @@ func TestRBACWithoutARule(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentApplyFailed &&
+				c := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1beta1.ReasonDeploymentApplyFailed &&
 						strings.Contains(c.Message, "forbidden") && strings.Contains(c.Message, tc.want),
 					fmt.Sprintf("%+v", foo.Status)
 			})
 			foo, _ := s.getFoo("web")
 			t.Logf("reported in %v: %s", time.Since(start).Round(time.Millisecond),
-				meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady).Message)
+				meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady).Message)
 			s.eventually(30*time.Second, "a Warning Event", func() (bool, string) {
 				got := s.fooEvents("web")
-				return got[samplev1alpha1.ReasonDeploymentApplyFailed] == 1, fmt.Sprintf("%v", got)
+				return got[samplev1beta1.ReasonDeploymentApplyFailed] == 1, fmt.Sprintf("%v", got)
 			})
 			if _, err := s.getDeployment("web"); !apierrors.IsNotFound(err) {
 				t.Errorf("the Deployment exists without the permission to make it: %v", err)
@@ -315,7 +315,7 @@ func TestRBACWithoutARule(t *testing.T) {
 
 			// Gone before the next controller, which watches every
 			// namespace, starts.
-			if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
+			if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			s.eventually(time.Minute, "the Foo to be gone", func() (bool, string) {
@@ -333,7 +333,7 @@ func ownerReferencesEnforced(t *testing.T, kubeconfig, namespace string) bool {
 	t.Helper()
 	probe := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "owner-reference-probe", OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: samplev1alpha1.GroupVersion.String(), Kind: "Foo", Name: "probe", UID: "00000000-0000-0000-0000-000000000000",
+			APIVersion: samplev1beta1.GroupVersion.String(), Kind: "Foo", Name: "probe", UID: "00000000-0000-0000-0000-000000000000",
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 		}}},
 		Spec: appsv1.DeploymentSpec{

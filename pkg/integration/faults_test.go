@@ -28,7 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -154,7 +154,7 @@ func TestControlPlaneRestarts(t *testing.T) {
 
 // count returns how many of the named Foos exist.
 func (s *scenario) count(names []string) int {
-	list, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	list, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestWatchExpiry(t *testing.T) {
 		s.createFoo(newFoo(name, name, 1))
 	}
 	orphaned := newFoo("orphaned", "orphaned", 1)
-	orphaned.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	orphaned.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	s.createFoo(orphaned)
 	s.waitAllConverged([]string{"kept", "scaled", "deleted", "orphaned"}, 2*time.Minute)
 
@@ -220,9 +220,9 @@ func TestWatchExpiry(t *testing.T) {
 		return v > 0, fmt.Sprintf("failed requests %v", v)
 	})
 	s.createFoo(newFoo("created", "created", 1))
-	s.updateFoo("scaled", func(f *samplev1alpha1.Foo) { f.Spec.Replicas = ptr.To[int32](3) })
+	s.updateFoo("scaled", func(f *samplev1beta1.Foo) { f.Spec.Deployment.Replicas = ptr.To[int32](3) })
 	for _, name := range []string{"deleted", "orphaned"} {
-		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,12 +286,12 @@ func TestKillBetweenOrphanSteps(t *testing.T) {
 	s := newScenario(t)
 	ctrl := s.startController()
 	foo := newFoo("web", "web", 1)
-	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	s.createFoo(foo)
 	s.waitConverged("web", time.Minute)
 
 	unfreeze := s.denyFinalizerRemoval()
-	if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
+	if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.eventually(time.Minute, "the owner reference to be stripped, the finalizer kept", func() (bool, string) {
@@ -333,25 +333,25 @@ func TestKillBetweenOrphanSteps(t *testing.T) {
 // and waits until it no longer is.
 func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 	s.t.Helper()
-	fin := samplev1alpha1.OrphanFinalizer
+	fin := samplev1beta1.OrphanFinalizer
 	// A probe Foo, with the finalizer set by the admin: the policy is in
 	// force once the controller's user may not remove it (dry run).
 	// (The Orphan policy, so that the controller keeps the finalizer too.)
 	probe := newFoo("freeze-probe", "freeze-probe", 1)
-	probe.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	probe.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	probe.Finalizers = []string{fin}
 	s.createFoo(probe)
 	ctrlFoos := fooClientFor(s.t, s.cl.ctrlKC)
 	denied := func() (bool, string) {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
-		_, err := ctrlFoos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "freeze-probe", types.MergePatchType, patch,
+		_, err := ctrlFoos.SamplecontrollerV1beta1().Foos(s.ns).Patch(s.ctx, "freeze-probe", types.MergePatchType, patch,
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), fmt.Sprintf("dry-run removal: %v", err)
 	}
 	lift := s.denyToController("freeze-", admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{samplev1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+			APIGroups: []string{samplev1beta1.GroupVersion.Group}, APIVersions: []string{"*"},
 			Resources: []string{"foos"},
 		},
 	}, admissionregistrationv1.Validation{
@@ -360,8 +360,8 @@ func (s *scenario) denyFinalizerRemoval() (unfreeze func()) {
 	}, denied)
 	return func() {
 		lift()
-		s.updateFoo("freeze-probe", func(f *samplev1alpha1.Foo) { f.Finalizers = nil })
-		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "freeze-probe", metav1.DeleteOptions{}); err != nil {
+		s.updateFoo("freeze-probe", func(f *samplev1beta1.Foo) { f.Finalizers = nil })
+		if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, "freeze-probe", metav1.DeleteOptions{}); err != nil {
 			s.t.Fatal(err)
 		}
 	}
@@ -381,12 +381,12 @@ func TestKillAtRandomPoints(t *testing.T) {
 	for round := range rounds {
 		name := fmt.Sprintf("foo-%d", round)
 		foo := newFoo(name, name+"-a", 1)
-		foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+		foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 		s.createFoo(foo)
 		s.waitConverged(name, time.Minute)
 
 		// A rename, then a kill somewhere in create-new/prune-old.
-		s.updateFoo(name, func(f *samplev1alpha1.Foo) { f.Spec.DeploymentName = name + "-b" })
+		s.updateFoo(name, func(f *samplev1beta1.Foo) { f.Spec.Deployment.Name = name + "-b" })
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		ctrl.kill()
 		ctrl = s.startStarted()
@@ -396,7 +396,7 @@ func TestKillAtRandomPoints(t *testing.T) {
 		}
 
 		// An Orphan deletion, then a kill somewhere in strip-owner/remove-finalizer.
-		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
@@ -571,7 +571,7 @@ func TestRenameWhileTheOldDeleteIsRefused(t *testing.T) {
 	s.waitConverged("web", time.Minute)
 
 	lift := s.denyDeploymentDeletes("old-name")
-	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.DeploymentName = "new-name" })
+	s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.Name = "new-name" })
 	s.waitConverged("web", time.Minute)
 	if _, err := s.getDeployment("old-name"); err != nil {
 		t.Fatalf("the old Deployment must still be there while its delete is refused: %v", err)
@@ -705,7 +705,7 @@ func TestUnreachableWebhookIsReported(t *testing.T) {
 	s.startController()
 	start := time.Now()
 	s.createFoo(newFoo("web", "web", 1))
-	s.waitNotReady("web", samplev1alpha1.ReasonDeploymentApplyFailed, "failed calling webhook", 2*time.Minute)
+	s.waitNotReady("web", samplev1beta1.ReasonDeploymentApplyFailed, "failed calling webhook", 2*time.Minute)
 	reported := time.Since(start)
 	t.Logf("reported on the Foo %v after it was created", reported.Round(time.Millisecond))
 	// Not at the first failure: a webhook restarting for a few seconds

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	"example.com/foo-controller/pkg/plan"
 )
@@ -181,24 +181,24 @@ func (s *scenario) eventually(timeout time.Duration, what string, cond func() (d
 	}
 }
 
-func newFoo(name, deployment string, replicas int32) *samplev1alpha1.Foo {
-	return &samplev1alpha1.Foo{
+func newFoo(name, deployment string, replicas int32) *samplev1beta1.Foo {
+	return &samplev1beta1.Foo{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       samplev1alpha1.FooSpec{DeploymentName: deployment, Replicas: ptr.To(replicas)},
+		Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: deployment, Replicas: ptr.To(replicas), Image: "nginx:1.27"}},
 	}
 }
 
-func (s *scenario) createFoo(foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+func (s *scenario) createFoo(foo *samplev1beta1.Foo) *samplev1beta1.Foo {
 	s.t.Helper()
-	created, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, foo, metav1.CreateOptions{})
+	created, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Create(s.ctx, foo, metav1.CreateOptions{})
 	if err != nil {
 		s.t.Fatalf("creating Foo %s: %v", foo.Name, err)
 	}
 	return created
 }
 
-func (s *scenario) getFoo(name string) (*samplev1alpha1.Foo, error) {
-	return s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+func (s *scenario) getFoo(name string) (*samplev1beta1.Foo, error) {
+	return s.foos.SamplecontrollerV1beta1().Foos(s.ns).Get(s.ctx, name, metav1.GetOptions{})
 }
 
 func (s *scenario) getDeployment(name string) (*appsv1.Deployment, error) {
@@ -207,7 +207,7 @@ func (s *scenario) getDeployment(name string) (*appsv1.Deployment, error) {
 
 // updateFoo re-reads the Foo and applies mutate until the update does not
 // conflict.
-func (s *scenario) updateFoo(name string, mutate func(*samplev1alpha1.Foo)) {
+func (s *scenario) updateFoo(name string, mutate func(*samplev1beta1.Foo)) {
 	s.t.Helper()
 	for range 10 {
 		foo, err := s.getFoo(name)
@@ -215,7 +215,7 @@ func (s *scenario) updateFoo(name string, mutate func(*samplev1alpha1.Foo)) {
 			s.t.Fatal(err)
 		}
 		mutate(foo)
-		_, err = s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Update(s.ctx, foo, metav1.UpdateOptions{})
+		_, err = s.foos.SamplecontrollerV1beta1().Foos(s.ns).Update(s.ctx, foo, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue
 		}
@@ -257,7 +257,7 @@ func (s *scenario) converged(name string) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	dep, err := s.getDeployment(foo.Spec.DeploymentName)
+	dep, err := s.getDeployment(foo.Spec.Deployment.Name)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -268,7 +268,7 @@ func (s *scenario) converged(name string) (bool, string) {
 		return false, fmt.Sprintf("Deployment drifts: %v", drift)
 	}
 	want := plan.Replicas(foo)
-	ready := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	ready := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
 	st := foo.Status
 	// Rolled out, not only available: old pods count as available while a
 	// new template rolls out.
@@ -290,7 +290,7 @@ func (s *scenario) waitNotReady(name, reason, says string, timeout time.Duration
 		if err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason && strings.Contains(c.Message, says),
 			fmt.Sprintf("%+v", foo.Status.Conditions)
 	})
@@ -302,7 +302,7 @@ func (s *scenario) waitConverged(name string, timeout time.Duration) {
 }
 
 // runningPods counts the Running pods selected by the Foo's selector.
-func (s *scenario) runningPods(foo *samplev1alpha1.Foo) int {
+func (s *scenario) runningPods(foo *samplev1beta1.Foo) int {
 	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(plan.SelectorLabels(foo)).String(),
 	})
@@ -502,7 +502,7 @@ func (s *scenario) invariants() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	byUID := map[string]*samplev1alpha1.Foo{}
+	byUID := map[string]*samplev1beta1.Foo{}
 	for i := range foos.Items {
 		byUID[string(foos.Items[i].UID)] = &foos.Items[i]
 	}
@@ -527,8 +527,8 @@ func (s *scenario) invariants() (bool, string) {
 			problems = append(problems, fmt.Sprintf("Foo %s is terminating (finalizers %v)", foo.Name, foo.Finalizers))
 			continue
 		}
-		if got := controlled[foo.Name]; len(got) != 1 || got[0] != foo.Spec.DeploymentName {
-			problems = append(problems, fmt.Sprintf("Foo %s controls Deployments %v, want [%s]", foo.Name, got, foo.Spec.DeploymentName))
+		if got := controlled[foo.Name]; len(got) != 1 || got[0] != foo.Spec.Deployment.Name {
+			problems = append(problems, fmt.Sprintf("Foo %s controls Deployments %v, want [%s]", foo.Name, got, foo.Spec.Deployment.Name))
 			continue
 		}
 		if ok, state := s.converged(foo.Name); !ok {
@@ -542,8 +542,8 @@ func (s *scenario) invariants() (bool, string) {
 }
 
 // listAll lists the namespace's Foos and Deployments.
-func (s *scenario) listAll() (*samplev1alpha1.FooList, *appsv1.DeploymentList, error) {
-	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+func (s *scenario) listAll() (*samplev1beta1.FooList, *appsv1.DeploymentList, error) {
+	foos, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

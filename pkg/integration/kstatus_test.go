@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // These tests read the Foo as the ecosystem does: kstatus (Flux, kpt,
@@ -50,7 +50,7 @@ func computeKstatus(t *testing.T, u *unstructured.Unstructured) kstatusSeen {
 	if err != nil {
 		t.Fatalf("kstatus: %v", err)
 	}
-	var foo samplev1alpha1.Foo
+	var foo samplev1beta1.Foo
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &foo); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func (s *scenario) recordKstatus(name string) (stop func() []kstatusSeen) {
 			if err != nil {
 				continue
 			}
-			var foo samplev1alpha1.Foo
+			var foo samplev1beta1.Foo
 			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &foo)
 			mu.Lock()
 			seen = append(seen, kstatusSeen{generation: foo.Generation, observedGeneration: foo.Status.ObservedGeneration,
@@ -144,8 +144,8 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	s.createFoo(newFoo("web", "web", 4))
 	s.waitConverged("web", 2*time.Minute)
 	current := s.waitKstatus("web", status.CurrentStatus, 30*time.Second)
-	if meta.FindStatusCondition(current.conditions, samplev1alpha1.ConditionReconciling) != nil ||
-		meta.FindStatusCondition(current.conditions, samplev1alpha1.ConditionStalled) != nil {
+	if meta.FindStatusCondition(current.conditions, samplev1beta1.ConditionReconciling) != nil ||
+		meta.FindStatusCondition(current.conditions, samplev1beta1.ConditionStalled) != nil {
 		t.Errorf("a converged Foo carries abnormal conditions: %s", current)
 	}
 
@@ -170,7 +170,7 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readyBefore := *meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	readyBefore := *meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
 
 	// Scale 4 -> 5: at 5 the Deployment allows one unavailable pod, so it
 	// stays available while the fifth starts.
@@ -187,12 +187,12 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	var reconciling bool
 	for _, k := range seen {
 		t.Logf("during the scale: %s", k)
-		r := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReady)
+		r := meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionReady)
 		if r == nil || r.Status != metav1.ConditionTrue || !r.LastTransitionTime.Equal(&readyBefore.LastTransitionTime) {
 			t.Errorf("Ready moved during a scale that kept the Deployment available: %+v (was %+v)", r, readyBefore)
 		}
 		if k.result.Status == status.InProgressStatus && k.observedGeneration == k.generation &&
-			meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
+			meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionReconciling) != nil {
 			reconciling = true
 		}
 		if k.result.Status == status.FailedStatus {
@@ -216,7 +216,7 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	// A new image: Ready goes False (RollingOut) and kubectl wait, started
 	// right after the change, returns only once no old pod is left.
 	rec = s.recordKstatus("web")
-	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.Image = "nginx:1.27.1" })
+	s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.Image = "nginx:1.27.1" })
 	if out, err := s.kubectl("wait", "--for=condition=Ready", "foo/web", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl wait: %v\n%s", err, out)
 	}
@@ -235,10 +235,10 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 	var rollingOut bool
 	for _, k := range seen {
 		t.Logf("during the rollout: %s", k)
-		r := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReady)
+		r := meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionReady)
 		if k.result.Status == status.InProgressStatus && k.observedGeneration == k.generation &&
-			meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil &&
-			r != nil && r.Status == metav1.ConditionFalse && r.Reason == samplev1alpha1.ReasonRollingOut {
+			meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionReconciling) != nil &&
+			r != nil && r.Status == metav1.ConditionFalse && r.Reason == samplev1beta1.ReasonRollingOut {
 			rollingOut = true
 		}
 		if k.result.Status == status.FailedStatus {
@@ -305,15 +305,15 @@ func TestKstatusFailed(t *testing.T) {
 	s.createFoo(newFoo("refused", "refused-web", 1))
 
 	for name, reason := range map[string]string{
-		"conflict": samplev1alpha1.ReasonDeploymentConflict,
-		"refused":  samplev1alpha1.ReasonDeploymentApplyFailed,
+		"conflict": samplev1beta1.ReasonDeploymentConflict,
+		"refused":  samplev1beta1.ReasonDeploymentApplyFailed,
 	} {
 		k := s.waitKstatus(name, status.FailedStatus, time.Minute)
-		stalled := meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionStalled)
+		stalled := meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionStalled)
 		if stalled == nil || stalled.Reason != reason || k.observedGeneration != k.generation {
 			t.Errorf("%s: want Stalled/%s at the Foo's generation: %s", name, reason, k)
 		}
-		if meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionReconciling) != nil {
+		if meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionReconciling) != nil {
 			t.Errorf("%s: Reconciling beside Stalled: %s", name, k)
 		}
 		// Events are sent asynchronously: the Warning may come a moment
@@ -324,8 +324,8 @@ func TestKstatusFailed(t *testing.T) {
 		})
 	}
 	for name, reason := range map[string]string{
-		"conflict": samplev1alpha1.ReasonDeploymentConflict,
-		"refused":  samplev1alpha1.ReasonDeploymentApplyFailed,
+		"conflict": samplev1beta1.ReasonDeploymentConflict,
+		"refused":  samplev1beta1.ReasonDeploymentApplyFailed,
 	} {
 		if ev := s.fooEvents(name); ev[reason] != 1 {
 			t.Errorf("%s: events %v, want exactly one %s Warning", name, ev, reason)
@@ -343,7 +343,7 @@ func TestKstatusFailed(t *testing.T) {
 		// The refused apply is retried with backoff: up to a few seconds.
 		s.waitConverged(name, 2*time.Minute)
 		k := s.waitKstatus(name, status.CurrentStatus, 30*time.Second)
-		if meta.FindStatusCondition(k.conditions, samplev1alpha1.ConditionStalled) != nil {
+		if meta.FindStatusCondition(k.conditions, samplev1beta1.ConditionStalled) != nil {
 			t.Errorf("%s: Stalled left behind: %s", name, k)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -27,7 +27,7 @@ func TestPodLabels(t *testing.T) {
 	s := newScenario(t)
 	s.startController()
 	foo := newFoo("web", "web", 1)
-	foo.Spec.PodLabels = map[string]string{"team": "a", "tier": "web"}
+	foo.Spec.Deployment.PodLabels = map[string]string{"team": "a", "tier": "web"}
 	s.createFoo(foo)
 	s.waitConverged("web", time.Minute)
 	created, err := s.getFoo("web")
@@ -42,7 +42,7 @@ func TestPodLabels(t *testing.T) {
 	}
 	edit := func(change func(*appsv1.Deployment)) { s.editDeployment("web", change) }
 	setPodLabels := func(l map[string]string) func() {
-		return func() { s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.PodLabels = l }) }
+		return func() { s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.PodLabels = l }) }
 	}
 
 	steps := []struct {
@@ -70,9 +70,9 @@ func TestPodLabels(t *testing.T) {
 		}, labels(map[string]string{"team": "a", "tier": "api", "owner": "ops"}), 1},
 		{"a key the other writer also set, dropped on the Foo (theirs now)", func() {
 			edit(func(d *appsv1.Deployment) { d.Spec.Template.Labels["owner"] = "ops2" })
-			s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.PodLabels["owner"] = "ops2" })
+			s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.PodLabels["owner"] = "ops2" })
 			s.waitConverged("web", time.Minute)
-			s.updateFoo("web", func(f *samplev1alpha1.Foo) { delete(f.Spec.PodLabels, "owner") })
+			s.updateFoo("web", func(f *samplev1beta1.Foo) { delete(f.Spec.Deployment.PodLabels, "owner") })
 		}, labels(map[string]string{"team": "a", "tier": "api", "owner": "ops2"}), 2},
 		{"unset on the Foo", setPodLabels(nil), labels(map[string]string{"owner": "ops2"}), 1},
 	}
@@ -117,10 +117,10 @@ func TestPodLabels(t *testing.T) {
 	// refuses the Deployment, and the Foo says so. The refused retries are
 	// not corrections made: they are no fight either, before or after the
 	// fix.
-	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.PodLabels = map[string]string{"team": "a b"} })
-	s.waitNotReady("web", samplev1alpha1.ReasonDeploymentApplyFailed, "labels", time.Minute)
+	s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.PodLabels = map[string]string{"team": "a b"} })
+	s.waitNotReady("web", samplev1beta1.ReasonDeploymentApplyFailed, "labels", time.Minute)
 	foo2, _ := s.getFoo("web")
-	t.Logf("invalid value: %s", meta.FindStatusCondition(foo2.Status.Conditions, samplev1alpha1.ConditionReady).Message)
+	t.Logf("invalid value: %s", meta.FindStatusCondition(foo2.Status.Conditions, samplev1beta1.ConditionReady).Message)
 	time.Sleep(2 * time.Second) // the retries go on: several, a few milliseconds apart at first
 	setPodLabels(map[string]string{"team": "a"})()
 	s.waitConverged("web", time.Minute)

@@ -43,7 +43,7 @@ func TestDriftAgreesWithTheAPIServer(t *testing.T) {
 	for i := range foos {
 		foo := proptest.Foo(rng, s.ns)
 		fooJSON, _ := json.Marshal(foo)
-		if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, foo.DeepCopy(),
+		if _, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Create(s.ctx, foo.DeepCopy(),
 			metav1.CreateOptions{DryRun: dryRun}); err != nil {
 			t.Fatalf("Foo %d is not valid (the generator is wrong): %v\nFoo: %s", i, err, fooJSON)
 		}

@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 )
 
-var fooGVR = schema.GroupVersionResource{Group: samplev1alpha1.GroupName, Version: "v1alpha1", Resource: "foos"}
+var fooGVR = schema.GroupVersionResource{Group: samplev1beta1.GroupName, Version: "v1alpha1", Resource: "foos"}
 
 func TestCreateConverges(t *testing.T) {
 	t.Parallel()
@@ -50,7 +50,7 @@ func TestCreateConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := metav1.GetControllerOf(dep)
-	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1alpha1" ||
+	if ref == nil || ref.UID != foo.UID || ref.Kind != "Foo" || ref.APIVersion != "samplecontroller.example.com/v1beta1" ||
 		!ptr.Deref(ref.BlockOwnerDeletion, false) {
 		t.Errorf("owner reference: %+v", ref)
 	}
@@ -157,7 +157,7 @@ func TestRenameDeployment(t *testing.T) {
 	s.createFoo(newFoo("web", "old-name", 1))
 	s.waitConverged("web", time.Minute)
 
-	s.updateFoo("web", func(f *samplev1alpha1.Foo) { f.Spec.DeploymentName = "new-name" })
+	s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.Name = "new-name" })
 	s.waitConverged("web", time.Minute)
 	s.eventually(time.Minute, "the old Deployment to be deleted", func() (bool, string) {
 		_, err := s.getDeployment("old-name")
@@ -186,7 +186,7 @@ func TestLeftoverRestoredLaterIsPruned(t *testing.T) {
 	}
 
 	restored := foo.DeepCopy()
-	restored.Spec.DeploymentName = "old-name"
+	restored.Spec.Deployment.Name = "old-name"
 	if _, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, plan.DesiredDeployment(restored),
 		metav1.ApplyOptions{FieldManager: "restore"}); err != nil {
 		t.Fatal(err)
@@ -219,8 +219,8 @@ func TestConflictWithForeignDeployment(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1alpha1.ReasonDeploymentConflict &&
+		c := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == samplev1beta1.ReasonDeploymentConflict &&
 			foo.Status.ObservedGeneration == foo.Generation, fmt.Sprintf("%+v", foo.Status)
 	})
 
@@ -243,7 +243,7 @@ func TestConflictWithForeignDeployment(t *testing.T) {
 		*after.Spec.Replicas != 1 || after.Spec.Template.Spec.Containers[0].Image != "busybox:1.36") {
 		t.Errorf("the foreign Deployment was modified: %+v", after)
 	}
-	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentConflict] != 1 {
+	if ev := s.fooEvents("web"); ev[samplev1beta1.ReasonDeploymentConflict] != 1 {
 		t.Errorf("events: %v, want exactly one DeploymentConflict", ev)
 	}
 
@@ -266,10 +266,10 @@ func TestDeletionPolicies(t *testing.T) {
 
 	s.createFoo(newFoo("deleted", "deleted", 1))
 	orphan := newFoo("orphan", "kept", 1)
-	orphan.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	orphan.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	s.createFoo(orphan)
 	changedMind := newFoo("changed-mind", "changed-mind", 1)
-	changedMind.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	changedMind.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	s.createFoo(changedMind)
 	s.waitConverged("deleted", time.Minute)
 	s.waitConverged("orphan", time.Minute)
@@ -280,7 +280,7 @@ func TestDeletionPolicies(t *testing.T) {
 		f, err := s.getFoo("changed-mind")
 		return err == nil && len(f.Finalizers) == 1, fmt.Sprintf("%v %v", err, f)
 	})
-	s.updateFoo("changed-mind", func(f *samplev1alpha1.Foo) { f.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyDelete })
+	s.updateFoo("changed-mind", func(f *samplev1beta1.Foo) { f.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyDelete })
 	s.eventually(time.Minute, "the finalizer to be removed from changed-mind", func() (bool, string) {
 		f, err := s.getFoo("changed-mind")
 		return err == nil && len(f.Finalizers) == 0, fmt.Sprintf("%v %v", err, f)
@@ -290,7 +290,7 @@ func TestDeletionPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(foo.Finalizers) != 1 || foo.Finalizers[0] != samplev1alpha1.OrphanFinalizer {
+	if len(foo.Finalizers) != 1 || foo.Finalizers[0] != samplev1beta1.OrphanFinalizer {
 		t.Errorf("an Orphan Foo must hold the finalizer: %v", foo.Finalizers)
 	}
 	deletedFoo, err := s.getFoo("deleted")
@@ -302,12 +302,12 @@ func TestDeletionPolicies(t *testing.T) {
 	}
 
 	for _, name := range []string{"deleted", "orphan", "changed-mind"} {
-		if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.eventually(time.Minute, "the Foos to be gone", func() (bool, string) {
-		list, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+		list, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -339,9 +339,9 @@ func TestDeletionPolicies(t *testing.T) {
 	// change, so it is not adopted: the Foo says so and what to do, and
 	// converges once the user deletes it.
 	again := newFoo("orphan", "kept", 1)
-	again.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	again.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	s.createFoo(again)
-	s.waitNotReady("orphan", samplev1alpha1.ReasonDeploymentConflict, "left by an earlier Foo", time.Minute)
+	s.waitNotReady("orphan", samplev1beta1.ReasonDeploymentConflict, "left by an earlier Foo", time.Minute)
 	if d, err := s.getDeployment("kept"); err != nil || d.Labels[plan.FooUIDLabel] != kept.Labels[plan.FooUIDLabel] {
 		t.Fatalf("the earlier Foo's Deployment must be left as it was: %v", err)
 	}
@@ -416,7 +416,7 @@ func TestInvalidFoosAreRejected(t *testing.T) {
 
 	// Nothing was created for them, and the controller made nothing.
 	time.Sleep(2 * time.Second)
-	foos, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	foos, err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
 	if err != nil || len(foos.Items) != 0 {
 		t.Errorf("Foos stored: %v %v", err, foos)
 	}
@@ -497,7 +497,7 @@ func TestRecreateUnderTheSameName(t *testing.T) {
 
 	// Delete and recreate at once: the old Deployment, controlled by the
 	// deleted Foo, is still there until the garbage collector removes it.
-	if err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
+	if err := s.foos.SamplecontrollerV1beta1().Foos(s.ns).Delete(s.ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.eventually(time.Minute, "the first Foo to be gone", func() (bool, string) {
@@ -517,7 +517,7 @@ func TestRecreateUnderTheSameName(t *testing.T) {
 		t.Errorf("the Deployment must be the new Foo's: %+v", dep.OwnerReferences)
 	}
 	// Waiting for the garbage collector is not a conflict.
-	if ev := s.fooEvents("web"); ev[samplev1alpha1.ReasonDeploymentConflict] != 0 {
+	if ev := s.fooEvents("web"); ev[samplev1beta1.ReasonDeploymentConflict] != 0 {
 		t.Errorf("events: %v: a recreated Foo must not report a conflict with its predecessor's Deployment", ev)
 	}
 }

@@ -55,7 +55,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 		}
 	}
 	listFoos := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return s.foos.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(ctx, o)
+		return s.foos.SamplecontrollerV1beta1().Foos(metav1.NamespaceAll).List(ctx, o)
 	}
 	listDeployments := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return s.kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, o)
@@ -80,7 +80,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 		}
 		seen[i] = len(want) > 0
 		opts := metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, slots, i)}
-		foos, err := s.foos.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).List(s.ctx, opts)
+		foos, err := s.foos.SamplecontrollerV1beta1().Foos(metav1.NamespaceAll).List(s.ctx, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 			i := n.Of(sp.ns)
 			for _, sel := range [][]int{{i}, {(i + 1) % int(n)}, {0, (i + 2) % int(n), int(n) - 1}} {
 				opts := metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, n, sel...)}
-				foos, err := s.foos.SamplecontrollerV1alpha1().Foos(sp.ns).List(s.ctx, opts)
+				foos, err := s.foos.SamplecontrollerV1beta1().Foos(sp.ns).List(s.ctx, opts)
 				if err != nil {
 					t.Fatalf("%d slots, selector %s: %v", n, opts.ShardSelector, err)
 				}
@@ -127,7 +127,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 
 	// A watch with a slot's selector sees that slot's changes only.
 	slot := slots.Of(spaces[0].ns)
-	w, err := s.foos.SamplecontrollerV1alpha1().Foos(metav1.NamespaceAll).Watch(s.ctx,
+	w, err := s.foos.SamplecontrollerV1beta1().Foos(metav1.NamespaceAll).Watch(s.ctx,
 		metav1.ListOptions{LabelSelector: label, ShardSelector: mustSelector(t, slots, slot), ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestShardSelectorOnTheAPIServer(t *testing.T) {
 		p.createFoo(newFoo("f", "f", 0))
 		other := slots.Of(p.ns) + 1
 		opts := metav1.ListOptions{ShardSelector: mustSelector(t, slots, other%int(slots))}
-		foos, err := p.foos.SamplecontrollerV1alpha1().Foos(p.ns).List(p.ctx, opts)
+		foos, err := p.foos.SamplecontrollerV1beta1().Foos(p.ns).List(p.ctx, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

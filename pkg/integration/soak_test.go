@@ -36,7 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
 	"example.com/foo-controller/pkg/shard"
 )
@@ -177,7 +177,7 @@ func runSoak(t *testing.T, duration time.Duration, slots shard.Slots) {
 		rng:         rand.New(rand.NewPCG(seed, seed)),
 		counts:      map[string]*soakCount{},
 		owner:       map[string]string{},
-		deletedWith: map[string]samplev1alpha1.DeletionPolicy{},
+		deletedWith: map[string]samplev1beta1.DeletionPolicy{},
 		mustKeep:    map[string]string{},
 	}
 	if slots == 0 {
@@ -291,7 +291,7 @@ type soak struct {
 	owner map[string]string
 	// deletedWith is each deleted Foo's deletionPolicy, as read just before
 	// the delete request.
-	deletedWith map[string]samplev1alpha1.DeletionPolicy
+	deletedWith map[string]samplev1beta1.DeletionPolicy
 	// mustKeep maps a Deployment to its Foo, deleted with the Orphan policy
 	// while it held the finalizer and controlled that Deployment: the
 	// Deployment must survive, without an owner.
@@ -301,7 +301,7 @@ type soak struct {
 type soakFoo struct {
 	sp               *scenario // its namespace
 	name, deployment string
-	policy           samplev1alpha1.DeletionPolicy
+	policy           samplev1beta1.DeletionPolicy
 }
 
 type soakCount struct{ n, failed int }
@@ -428,7 +428,7 @@ func shorten(s string, n int) string {
 func (c *soak) target() *soakFoo { return c.foos[c.rng.IntN(len(c.foos))] }
 
 func (c *soak) patchFoo(ctx context.Context, f *soakFoo, patch string, subresources ...string) error {
-	_, err := f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
+	_, err := f.sp.foos.SamplecontrollerV1beta1().Foos(f.sp.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
 		metav1.PatchOptions{FieldManager: "chaos-user"}, subresources...)
 	return err
 }
@@ -443,22 +443,22 @@ func (c *soak) create(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("foo-%d", c.nextFoo)
 	replicas := int32(c.rng.IntN(4))
 	image := soakImages[c.rng.IntN(len(soakImages))]
-	policy := samplev1alpha1.DeletionPolicyDelete
+	policy := samplev1beta1.DeletionPolicyDelete
 	if c.rng.IntN(10) < 3 {
-		policy = samplev1alpha1.DeletionPolicyOrphan
+		policy = samplev1beta1.DeletionPolicyOrphan
 	}
 	c.foos = append(c.foos, &soakFoo{sp: sp, name: name, deployment: name, policy: policy})
 	c.owner[name] = name
 
 	foo := newFoo(name, name, replicas)
-	foo.Spec.Image = image
+	foo.Spec.Deployment.Image = image
 	foo.Spec.DeletionPolicy = policy
 	port := "none"
 	if c.rng.IntN(2) == 0 {
-		foo.Spec.ContainerPort = ptr.To[int32](8080)
+		foo.Spec.Deployment.ContainerPort = ptr.To[int32](8080)
 		port = "8080"
 	}
-	_, err := sp.foos.SamplecontrollerV1alpha1().Foos(sp.ns).Create(ctx, foo, metav1.CreateOptions{FieldManager: "chaos-user"})
+	_, err := sp.foos.SamplecontrollerV1beta1().Foos(sp.ns).Create(ctx, foo, metav1.CreateOptions{FieldManager: "chaos-user"})
 	if len(c.spaces) > 1 {
 		name = sp.ns + "/" + name
 	}
@@ -468,7 +468,7 @@ func (c *soak) create(ctx context.Context) (string, error) {
 func (c *soak) setImage(ctx context.Context) (string, error) {
 	f := c.target()
 	image := soakImages[c.rng.IntN(len(soakImages))]
-	return fmt.Sprintf("%s image=%s", f.name, image), c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"image":%q}}`, image))
+	return fmt.Sprintf("%s image=%s", f.name, image), c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deployment":{"image":%q}}}`, image))
 }
 
 // scale sets spec.replicas, half the time through the scale subresource
@@ -477,13 +477,14 @@ func (c *soak) scale(ctx context.Context) (string, error) {
 	f := c.target()
 	replicas := c.rng.IntN(4)
 	viaScale := c.rng.IntN(2) == 0
-	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
 	if viaScale {
+		// A Scale object: spec.replicas whatever the Foo's version.
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
 		_, err := f.sp.dyn.Resource(fooGVR).Namespace(f.sp.ns).Patch(ctx, f.name, types.MergePatchType, []byte(patch),
 			metav1.PatchOptions{FieldManager: "chaos-user"}, "scale")
 		return fmt.Sprintf("%s replicas=%d (scale subresource)", f.name, replicas), err
 	}
-	return fmt.Sprintf("%s replicas=%d", f.name, replicas), c.patchFoo(ctx, f, patch)
+	return fmt.Sprintf("%s replicas=%d", f.name, replicas), c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deployment":{"replicas":%d}}}`, replicas))
 }
 
 func (c *soak) rename(ctx context.Context) (string, error) {
@@ -493,15 +494,15 @@ func (c *soak) rename(ctx context.Context) (string, error) {
 	f.deployment = fmt.Sprintf("%s-%d", f.name, c.nextDep)
 	c.owner[f.deployment] = f.name
 	return fmt.Sprintf("%s deploymentName %s -> %s", f.name, old, f.deployment),
-		c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deploymentName":%q}}`, f.deployment))
+		c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deployment":{"name":%q}}}`, f.deployment))
 }
 
 func (c *soak) flipPolicy(ctx context.Context) (string, error) {
 	f := c.target()
-	if f.policy == samplev1alpha1.DeletionPolicyOrphan {
-		f.policy = samplev1alpha1.DeletionPolicyDelete
+	if f.policy == samplev1beta1.DeletionPolicyOrphan {
+		f.policy = samplev1beta1.DeletionPolicyDelete
 	} else {
-		f.policy = samplev1alpha1.DeletionPolicyOrphan
+		f.policy = samplev1beta1.DeletionPolicyOrphan
 	}
 	return fmt.Sprintf("%s deletionPolicy=%s", f.name, f.policy),
 		c.patchFoo(ctx, f, fmt.Sprintf(`{"spec":{"deletionPolicy":%q}}`, f.policy))
@@ -515,24 +516,24 @@ func (c *soak) deleteFoo(ctx context.Context) (string, error) {
 	f := c.foos[i]
 	c.foos = slices.Delete(c.foos, i, i+1)
 
-	foo, err := f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Get(ctx, f.name, metav1.GetOptions{})
+	foo, err := f.sp.foos.SamplecontrollerV1beta1().Foos(f.sp.ns).Get(ctx, f.name, metav1.GetOptions{})
 	if err != nil {
 		return f.name + " (not deleted: reading it failed)", err
 	}
 	policy := foo.Spec.DeletionPolicy
 	if policy == "" {
-		policy = samplev1alpha1.DeletionPolicyDelete
+		policy = samplev1beta1.DeletionPolicyDelete
 	}
 	finalizer := plan.HasOrphanFinalizer(foo)
 	keep := ""
-	if policy == samplev1alpha1.DeletionPolicyOrphan && finalizer {
-		dep, err := f.sp.kube.AppsV1().Deployments(f.sp.ns).Get(ctx, foo.Spec.DeploymentName, metav1.GetOptions{})
+	if policy == samplev1beta1.DeletionPolicyOrphan && finalizer {
+		dep, err := f.sp.kube.AppsV1().Deployments(f.sp.ns).Get(ctx, foo.Spec.Deployment.Name, metav1.GetOptions{})
 		if err == nil && dep.DeletionTimestamp == nil && plan.IsControlledBy(dep, foo.UID) {
 			keep = dep.Name
 		}
 	}
 	c.deletedWith[f.name] = policy
-	err = f.sp.foos.SamplecontrollerV1alpha1().Foos(f.sp.ns).Delete(ctx, f.name, metav1.DeleteOptions{
+	err = f.sp.foos.SamplecontrollerV1beta1().Foos(f.sp.ns).Delete(ctx, f.name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &foo.UID},
 	})
 	detail := fmt.Sprintf("%s policy=%s finalizer=%t", f.name, policy, finalizer)
@@ -797,7 +798,7 @@ func (c *soak) progress(what string, cond func() (bool, string)) func() (bool, s
 // unique), so one pass over all of them is exact.
 func (c *soak) leftovers() (bool, string) {
 	var (
-		foos []samplev1alpha1.Foo
+		foos []samplev1beta1.Foo
 		deps []appsv1.Deployment
 	)
 	for _, sp := range c.spaces {
@@ -827,12 +828,12 @@ func (c *soak) leftovers() (bool, string) {
 				problems = append(problems, fmt.Sprintf("Deployment %s has no controller, but its Foo %s exists", d.Name, fooName))
 			case !deleted:
 				problems = append(problems, fmt.Sprintf("Deployment %s has no controller; its Foo %s is gone, but the test never deleted it", d.Name, fooName))
-			case policy != samplev1alpha1.DeletionPolicyOrphan:
+			case policy != samplev1beta1.DeletionPolicyOrphan:
 				problems = append(problems, fmt.Sprintf("Deployment %s has no controller, but its Foo %s was deleted with the %s policy", d.Name, fooName, policy))
 			}
 			continue
 		}
-		if known && deleted && !exists[fooName] && policy == samplev1alpha1.DeletionPolicyDelete {
+		if known && deleted && !exists[fooName] && policy == samplev1beta1.DeletionPolicyDelete {
 			problems = append(problems, fmt.Sprintf("Deployment %s remains, but its Foo %s was deleted with the Delete policy (owners %v)",
 				d.Name, fooName, ownerNames(d.OwnerReferences)))
 		}

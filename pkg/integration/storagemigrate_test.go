@@ -20,6 +20,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -67,6 +68,37 @@ func (c *cluster) storedVersionsOf(ctx context.Context, ns string) (map[string]s
 }
 
 // countVersions counts Foos by the version they are stored in.
+// previousRelease makes the installed CRD the one a release before this
+// one shipped: v1alpha1 its storage version and the only version ever
+// stored (status.storedVersions), serving the versions named; with
+// v1beta1 not served, no conversion.
+func previousRelease(t *testing.T, s *scenario, ext apiextensions.Interface, served ...string) {
+	t.Helper()
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(s.ctx, fooCRD, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range crd.Spec.Versions {
+			v := &crd.Spec.Versions[i]
+			v.Storage, v.Served = v.Name == "v1alpha1", slices.Contains(served, v.Name)
+		}
+		if !slices.Contains(served, "v1beta1") {
+			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+		}
+		if crd, err = crds.Update(s.ctx, crd, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		crd.Status.StoredVersions = []string{"v1alpha1"}
+		_, err = crds.UpdateStatus(s.ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("installing the previous release's CRD: %v", err)
+	}
+}
+
 func countVersions(stored map[string]string) map[string]int {
 	n := map[string]int{}
 	for _, v := range stored {
@@ -133,6 +165,7 @@ func TestStorageMigration(t *testing.T) {
 			}
 
 			// Before: stored in v1alpha1, the one storage version so far.
+			previousRelease(t, s, ext, "v1alpha1", "v1beta1")
 			const n = 30
 			s.createFoos("old", n)
 			beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
@@ -157,8 +190,8 @@ func TestStorageMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// The storage version becomes v1beta1 (as the CRD of the
-			// release after this one will ship it).
+			// The storage version becomes v1beta1 (as the shipped CRD
+			// has it).
 			storeIn("v1beta1")
 			if _, sv := state(); !slices.Equal(sv, []string{"v1alpha1", "v1beta1"}) {
 				t.Fatalf("storedVersions %v after the switch, want [v1alpha1 v1beta1]", sv)

@@ -3,15 +3,15 @@ package plan
 import (
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	applyv1alpha1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 )
 
 // ownedConditions are the condition types this controller writes. Only these
 // go into its status apply configuration: conditions other actors add stay
 // theirs.
-var ownedConditions = []string{samplev1alpha1.ConditionReady, samplev1alpha1.ConditionAvailable,
-	samplev1alpha1.ConditionReconciling, samplev1alpha1.ConditionStalled}
+var ownedConditions = []string{samplev1beta1.ConditionReady, samplev1beta1.ConditionAvailable,
+	samplev1beta1.ConditionReconciling, samplev1beta1.ConditionStalled}
 
 // StatusApply is the server-side apply configuration of foo's status
 // subresource for st. Server-side apply sends only the fields we own, never
@@ -28,8 +28,8 @@ var ownedConditions = []string{samplev1alpha1.ConditionReady, samplev1alpha1.Con
 // its fence closed and delayed past its successor's; a sync that read the
 // informer's older copy after our own write's copy expired from the
 // MutationCache (a watch stalled for over a minute). See docs/design.md.
-func StatusApply(foo *samplev1alpha1.Foo, st samplev1alpha1.FooStatus) *applyv1alpha1.FooApplyConfiguration {
-	status := applyv1alpha1.FooStatus().
+func StatusApply(foo *samplev1beta1.Foo, st samplev1beta1.FooStatus) *applyv1beta1.FooApplyConfiguration {
+	status := applyv1beta1.FooStatus().
 		WithObservedGeneration(st.ObservedGeneration).
 		WithReplicas(st.Replicas).
 		WithAvailableReplicas(st.AvailableReplicas).
@@ -47,7 +47,7 @@ func StatusApply(foo *samplev1alpha1.Foo, st samplev1alpha1.FooStatus) *applyv1a
 			WithReason(c.Reason).
 			WithMessage(c.Message))
 	}
-	return applyv1alpha1.Foo(foo.Name, foo.Namespace).WithStatus(status)
+	return applyv1beta1.Foo(foo.Name, foo.Namespace).WithStatus(status)
 }
 
 func isOwnedCondition(t string) bool {

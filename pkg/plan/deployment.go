@@ -10,8 +10,9 @@ import (
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1apply "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 const (
@@ -52,30 +53,49 @@ const (
 )
 
 // Replicas is the Foo's desired replica count.
-func Replicas(foo *samplev1alpha1.Foo) int32 {
-	if foo.Spec.Replicas == nil {
+func Replicas(foo *samplev1beta1.Foo) int32 {
+	if foo.Spec.Deployment.Replicas == nil {
 		return DefaultReplicas
 	}
-	return *foo.Spec.Replicas
+	return *foo.Spec.Deployment.Replicas
+}
+
+// DefaultProgressDeadlineSeconds is the Deployment's default
+// spec.progressDeadlineSeconds, which the API server requires to be greater
+// than spec.minReadySeconds.
+const DefaultProgressDeadlineSeconds = int32(600)
+
+// ProgressDeadline is the spec.progressDeadlineSeconds the controller
+// declares for foo's Deployment, or nil to leave the field to its default
+// (or to whoever set it). Only a minReadySeconds at or above the default
+// needs one, or the API server refuses the Deployment; it is then the
+// default's ten minutes beyond minReadySeconds: a pod becomes available
+// minReadySeconds after it is ready, and a rollout must not be reported
+// stalled for that wait alone.
+func ProgressDeadline(foo *samplev1beta1.Foo) *int32 {
+	if m := foo.Spec.Deployment.MinReadySeconds; m >= DefaultProgressDeadlineSeconds {
+		return ptr.To(m + DefaultProgressDeadlineSeconds)
+	}
+	return nil
 }
 
 // Image is the Foo's desired container image.
-func Image(foo *samplev1alpha1.Foo) string {
-	if foo.Spec.Image == "" {
+func Image(foo *samplev1beta1.Foo) string {
+	if foo.Spec.Deployment.Image == "" {
 		return DefaultImage
 	}
-	return foo.Spec.Image
+	return foo.Spec.Deployment.Image
 }
 
 // SelectorLabels are the Deployment's selector (and so the scale
 // subresource's selector): unique to this Foo.
-func SelectorLabels(foo *samplev1alpha1.Foo) map[string]string {
+func SelectorLabels(foo *samplev1beta1.Foo) map[string]string {
 	return map[string]string{FooUIDLabel: string(foo.UID)}
 }
 
 // Labels are all the labels the controller sets on the Deployment and on its
 // pod template. Other labels that others add are left alone.
-func Labels(foo *samplev1alpha1.Foo) map[string]string {
+func Labels(foo *samplev1beta1.Foo) map[string]string {
 	l := SelectorLabels(foo)
 	l[ManagedByLabel] = ManagedByValue
 	return l
@@ -84,10 +104,10 @@ func Labels(foo *samplev1alpha1.Foo) map[string]string {
 // PodLabels are the labels of spec.podLabels the controller sets on the pod
 // template: all of them but the keys it sets itself (Labels), which the
 // CRD refuses but a Foo stored before that rule could still have.
-func PodLabels(foo *samplev1alpha1.Foo) map[string]string {
+func PodLabels(foo *samplev1beta1.Foo) map[string]string {
 	own := Labels(foo)
 	out := map[string]string{}
-	for k, v := range foo.Spec.PodLabels {
+	for k, v := range foo.Spec.Deployment.PodLabels {
 		if _, ok := own[k]; !ok {
 			out[k] = v
 		}
@@ -97,14 +117,14 @@ func PodLabels(foo *samplev1alpha1.Foo) map[string]string {
 
 // TemplateLabels are the labels the controller sets on the pod template:
 // Labels, and PodLabels beside them.
-func TemplateLabels(foo *samplev1alpha1.Foo) map[string]string {
+func TemplateLabels(foo *samplev1beta1.Foo) map[string]string {
 	out := PodLabels(foo)
 	maps.Copy(out, Labels(foo))
 	return out
 }
 
 // podLabelKeys is the value of PodLabelsAnnotation for foo, "" for none.
-func podLabelKeys(foo *samplev1alpha1.Foo) string {
+func podLabelKeys(foo *samplev1beta1.Foo) string {
 	return strings.Join(slices.Sorted(maps.Keys(PodLabels(foo))), ",")
 }
 
@@ -113,15 +133,31 @@ func podLabelKeys(foo *samplev1alpha1.Foo) string {
 // it with the controller's field manager and force creates the Deployment or
 // takes back any of these fields that someone else changed, and leaves every
 // field it does not mention to its other owners.
-func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConfiguration {
-	apply := appsv1apply.Deployment(foo.Spec.DeploymentName, foo.Namespace).
+func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfiguration {
+	apply := appsv1apply.Deployment(foo.Spec.Deployment.Name, foo.Namespace).
 		WithLabels(Labels(foo))
 	if keys := podLabelKeys(foo); keys != "" {
 		apply.WithAnnotations(map[string]string{PodLabelsAnnotation: keys})
 	}
+	spec := appsv1apply.DeploymentSpec().
+		WithReplicas(Replicas(foo)).
+		WithMinReadySeconds(foo.Spec.Deployment.MinReadySeconds).
+		WithSelector(metav1apply.LabelSelector().WithMatchLabels(SelectorLabels(foo))).
+		WithTemplate(corev1apply.PodTemplateSpec().
+			WithLabels(TemplateLabels(foo)).
+			WithSpec(corev1apply.PodSpec().
+				WithContainers(desiredContainer(foo))))
+	if deadline := ProgressDeadline(foo); deadline != nil {
+		spec.WithProgressDeadlineSeconds(*deadline)
+	}
 	return apply.
 		WithOwnerReferences(metav1apply.OwnerReference().
-			WithAPIVersion(samplev1alpha1.GroupVersion.String()).
+			// The version the controller works in. A release before
+			// v1beta1 wrote v1alpha1 here: ownership compares the group
+			// and the UID only (ControllerFoo), so those Deployments stay
+			// the Foo's without a write at the upgrade, and the garbage
+			// collector resolves either version while both are served.
+			WithAPIVersion(samplev1beta1.GroupVersion.String()).
 			WithKind(FooKind).
 			WithName(foo.Name).
 			WithUID(foo.UID).
@@ -129,13 +165,7 @@ func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConf
 			// The garbage collector's foreground deletion of the Foo waits
 			// for the Deployment.
 			WithBlockOwnerDeletion(true)).
-		WithSpec(appsv1apply.DeploymentSpec().
-			WithReplicas(Replicas(foo)).
-			WithSelector(metav1apply.LabelSelector().WithMatchLabels(SelectorLabels(foo))).
-			WithTemplate(corev1apply.PodTemplateSpec().
-				WithLabels(TemplateLabels(foo)).
-				WithSpec(corev1apply.PodSpec().
-					WithContainers(desiredContainer(foo)))))
+		WithSpec(spec)
 }
 
 // DesiredDeploymentWithoutPorts is DesiredDeployment without our
@@ -144,39 +174,45 @@ func DesiredDeployment(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConf
 // the port would only be refused (two "http" ports: the rewritten one and
 // ours), so the other fields could never be put back; without it, they
 // are, and the port stays as the API server keeps it.
-func DesiredDeploymentWithoutPorts(foo *samplev1alpha1.Foo) *appsv1apply.DeploymentApplyConfiguration {
+func DesiredDeploymentWithoutPorts(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfiguration {
 	apply := DesiredDeployment(foo)
 	apply.Spec.Template.Spec.Containers[0].Ports = nil
 	return apply
 }
 
 // desiredContainer is the one container the controller declares.
-func desiredContainer(foo *samplev1alpha1.Foo) *corev1apply.ContainerApplyConfiguration {
+func desiredContainer(foo *samplev1beta1.Foo) *corev1apply.ContainerApplyConfiguration {
 	c := corev1apply.Container().WithName(ContainerName).WithImage(Image(foo))
-	if foo.Spec.ContainerPort != nil {
+	if foo.Spec.Deployment.ContainerPort != nil {
 		// Protocol is sent although TCP is its default: server-side apply
 		// keys container ports by containerPort and protocol, and a key
 		// must be complete.
 		c.WithPorts(corev1apply.ContainerPort().
-			WithName(PortName).WithContainerPort(*foo.Spec.ContainerPort).WithProtocol(corev1.ProtocolTCP))
+			WithName(PortName).WithContainerPort(*foo.Spec.Deployment.ContainerPort).WithProtocol(corev1.ProtocolTCP))
 	}
 	return c
 }
 
 // Drift lists the owned fields in which dep differs from what foo wants, by
-// name ("replicas", "image", "containerPort", "labels", "template labels",
-// "podLabels", "owner"). Empty means the controller has nothing to send. Fields the
+// name ("replicas", "minReadySeconds", "progressDeadlineSeconds", "image",
+// "containerPort", "labels", "template labels", "podLabels", "owner"). Empty means the controller has nothing to send. Fields the
 // controller does not own (added labels, annotations, other containers,
 // defaults filled in by the API server) are not compared.
-func Drift(foo *samplev1alpha1.Foo, dep *DeploymentView) []string {
+func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
 	var drift []string
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != Replicas(foo) {
 		drift = append(drift, "replicas")
 	}
+	if dep.Spec.MinReadySeconds != foo.Spec.Deployment.MinReadySeconds {
+		drift = append(drift, "minReadySeconds")
+	}
+	if want := ProgressDeadline(foo); want != nil && dep.Spec.ProgressDeadlineSeconds != *want {
+		drift = append(drift, "progressDeadlineSeconds")
+	}
 	if c := container(dep); c == nil || c.Image != Image(foo) {
 		drift = append(drift, "image")
 	}
-	if c := container(dep); c != nil && !portMatches(c, foo.Spec.ContainerPort) { // no container: "image" says so
+	if c := container(dep); c != nil && !portMatches(c, foo.Spec.Deployment.ContainerPort) { // no container: "image" says so
 		drift = append(drift, "containerPort")
 	}
 	if !hasLabels(dep.Labels, Labels(foo)) {
@@ -197,7 +233,7 @@ func Drift(foo *samplev1alpha1.Foo, dep *DeploymentView) []string {
 // OwnedValues is, in one comparable string, every value of dep that Drift
 // compares with foo: two Deployments with the same OwnedValues have the same
 // drift from foo. Status and the fields of other owners do not enter it.
-func OwnedValues(foo *samplev1alpha1.Foo, dep *DeploymentView) string {
+func OwnedValues(foo *samplev1beta1.Foo, dep *DeploymentView) string {
 	pick := func(have map[string]string) map[string]string {
 		out := map[string]string{}
 		for k := range TemplateLabels(foo) {
@@ -209,12 +245,14 @@ func OwnedValues(foo *samplev1alpha1.Foo, dep *DeploymentView) string {
 	}
 	owned := struct {
 		Replicas       *int32
+		MinReady       int32
+		Deadline       int32
 		Container      *ContainerView `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
 		PodLabelKeys   *string
 		Controlled     bool
-	}{dep.Spec.Replicas, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
+	}{dep.Spec.Replicas, dep.Spec.MinReadySeconds, dep.Spec.ProgressDeadlineSeconds, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
 	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
 		owned.PodLabelKeys = &keys
 	}
@@ -262,7 +300,7 @@ func isDesiredPort(p corev1.ContainerPort, want int32) bool {
 // Foo declares: when the Foo drops a key, the annotation differs, and the
 // apply sent for it removes the key our field manager owned. Labels others
 // added are not compared.
-func podLabelsMatch(foo *samplev1alpha1.Foo, dep *DeploymentView) bool {
+func podLabelsMatch(foo *samplev1beta1.Foo, dep *DeploymentView) bool {
 	keys, ok := dep.Annotations[PodLabelsAnnotation]
 	want := podLabelKeys(foo)
 	return hasLabels(dep.Spec.Template.Labels, PodLabels(foo)) && ok == (want != "") && keys == want

@@ -12,21 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // fuzzObjects builds a Foo and a Deployment from arbitrary inputs: any
 // names, images, counts (negative too), ownership and condition shapes.
 func fuzzObjects(name, depName, image, ownerAPIVersion, ownerKind, condReason string, replicas, depReplicas,
-	available, updated, observedGen int32, ownerIsFoo, controller, hasDep, conflict, waiting bool) (*samplev1alpha1.Foo, Observation) {
-	foo := &samplev1alpha1.Foo{
+	available, updated, observedGen int32, ownerIsFoo, controller, hasDep, conflict, waiting bool) (*samplev1beta1.Foo, Observation) {
+	foo := &samplev1beta1.Foo{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid"), Generation: int64(observedGen) + 1},
-		Spec:       samplev1alpha1.FooSpec{DeploymentName: depName, Image: image},
+		Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: depName, Image: image}},
 	}
 	if replicas >= 0 {
-		foo.Spec.Replicas = ptr.To(replicas)
+		foo.Spec.Deployment.Replicas = ptr.To(replicas)
 	}
-	foo.Status.Conditions = []metav1.Condition{{Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: condReason}}
+	foo.Status.Conditions = []metav1.Condition{{Type: samplev1beta1.ConditionReady, Status: metav1.ConditionFalse, Reason: condReason}}
 	if !hasDep {
 		return foo, Observation{Conflict: conflict, Waiting: waiting}
 	}

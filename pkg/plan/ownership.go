@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // FooKind is the kind named in the owner references the controller writes.
@@ -56,7 +56,7 @@ func ControllerFoo(obj metav1.Object) *metav1.OwnerReference {
 		return nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != samplev1alpha1.GroupName {
+	if err != nil || gv.Group != samplev1beta1.GroupName {
 		return nil
 	}
 	return ref
@@ -73,7 +73,7 @@ func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
 // LeftBehind reports whether dep, which is not foo's, was created by this
 // controller for another Foo that no longer controls it: our labels, that
 // Foo's UID, no controller (a Foo deleted with deletionPolicy: Orphan).
-func LeftBehind(dep *DeploymentView, foo *samplev1alpha1.Foo) bool {
+func LeftBehind(dep *DeploymentView, foo *samplev1beta1.Foo) bool {
 	if dep == nil {
 		return false
 	}
@@ -82,7 +82,7 @@ func LeftBehind(dep *DeploymentView, foo *samplev1alpha1.Foo) bool {
 }
 
 // Classify says whether dep belongs to foo.
-func Classify(dep *DeploymentView, foo *samplev1alpha1.Foo) Ownership {
+func Classify(dep *DeploymentView, foo *samplev1beta1.Foo) Ownership {
 	if IsControlledBy(dep, foo.UID) {
 		return Owned
 	}

@@ -14,20 +14,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // WantsOrphanFinalizer reports whether a live (not deleting) Foo should
 // carry OrphanFinalizer: only when its deletionPolicy is Orphan. With Delete
 // the garbage collector needs no help, and a finalizer would only be one
 // more thing that can leave a Foo stuck terminating.
-func WantsOrphanFinalizer(foo *samplev1alpha1.Foo) bool {
-	return foo.Spec.DeletionPolicy == samplev1alpha1.DeletionPolicyOrphan
+func WantsOrphanFinalizer(foo *samplev1beta1.Foo) bool {
+	return foo.Spec.DeletionPolicy == samplev1beta1.DeletionPolicyOrphan
 }
 
 // HasOrphanFinalizer reports whether foo carries OrphanFinalizer.
-func HasOrphanFinalizer(foo *samplev1alpha1.Foo) bool {
-	return slices.Contains(foo.Finalizers, samplev1alpha1.OrphanFinalizer)
+func HasOrphanFinalizer(foo *samplev1beta1.Foo) bool {
+	return slices.Contains(foo.Finalizers, samplev1beta1.OrphanFinalizer)
 }
 
 // FinalizerPatch returns a JSON merge patch that adds (want) or removes
@@ -35,18 +35,18 @@ func HasOrphanFinalizer(foo *samplev1alpha1.Foo) bool {
 // patch carries foo's resourceVersion: it replaces the whole finalizer list,
 // so it must fail with a conflict, rather than drop a finalizer someone else
 // just added, when foo is stale.
-func FinalizerPatch(foo *samplev1alpha1.Foo, want bool) (patch []byte, ok bool, err error) {
+func FinalizerPatch(foo *samplev1beta1.Foo, want bool) (patch []byte, ok bool, err error) {
 	if HasOrphanFinalizer(foo) == want {
 		return nil, false, nil
 	}
 	finalizers := make([]string, 0, len(foo.Finalizers)+1)
 	for _, f := range foo.Finalizers {
-		if f != samplev1alpha1.OrphanFinalizer {
+		if f != samplev1beta1.OrphanFinalizer {
 			finalizers = append(finalizers, f)
 		}
 	}
 	if want {
-		finalizers = append(finalizers, samplev1alpha1.OrphanFinalizer)
+		finalizers = append(finalizers, samplev1beta1.OrphanFinalizer)
 	}
 	patch, err = json.Marshal(map[string]any{
 		"metadata": map[string]any{
@@ -89,7 +89,7 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 // longer declares. "test" operations guard every index: if the lists
 // changed since dep was read, the patch fails instead of removing the wrong
 // entry.
-func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
+func StrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, false)
 }
 
@@ -100,11 +100,11 @@ func StrayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView) (patch []by
 // which would be two rollouts. And when the API server rewrites the port we
 // declare (a mutating admission policy), the patch changes nothing at all,
 // where a removal alone would roll out a template without it.
-func ReplaceStrayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
+func ReplaceStrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, true)
 }
 
-func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView, replace bool) (patch []byte, ok bool, err error) {
+func strayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView, replace bool) (patch []byte, ok bool, err error) {
 	for ci, c := range dep.Spec.Template.Spec.Containers {
 		if c.Name != ContainerName {
 			continue
@@ -131,7 +131,7 @@ func strayEntriesPatch(foo *samplev1alpha1.Foo, dep *DeploymentView, replace boo
 // API server did not keep it (a mutating admission policy rewrote our
 // port, say), and removing what it put there instead would only start a
 // fight with it, one write per event, forever.
-func RemovingStraysConverges(foo *samplev1alpha1.Foo, dep *DeploymentView) (converges bool) {
+func RemovingStraysConverges(foo *samplev1beta1.Foo, dep *DeploymentView) (converges bool) {
 	patch, ok, err := StrayEntriesPatch(foo, dep)
 	if err != nil || !ok {
 		return false
@@ -187,10 +187,10 @@ func removals(path string, strays []stray) []map[string]any {
 // a new one keyed 7070, owned by that writer, holds the name. Our apply
 // adds 8080 beside it and the API server refuses the pair (duplicate
 // name); no apply of ours can remove the stray.
-func strayPorts(foo *samplev1alpha1.Foo, c *ContainerView) []stray {
+func strayPorts(foo *samplev1beta1.Foo, c *ContainerView) []stray {
 	var out []stray
 	for i, p := range c.Ports {
-		if p.Name != PortName || (foo.Spec.ContainerPort != nil && isDesiredPort(p, *foo.Spec.ContainerPort)) {
+		if p.Name != PortName || (foo.Spec.Deployment.ContainerPort != nil && isDesiredPort(p, *foo.Spec.Deployment.ContainerPort)) {
 			continue
 		}
 		out = append(out, stray{index: i, is: map[string]any{
@@ -202,8 +202,8 @@ func strayPorts(foo *samplev1alpha1.Foo, c *ContainerView) []stray {
 
 // missingPorts is the JSON patch operation that adds to c's ports, at
 // path, the port foo declares, if c lacks it.
-func missingPorts(foo *samplev1alpha1.Foo, c *ContainerView, path string) []map[string]any {
-	want := foo.Spec.ContainerPort
+func missingPorts(foo *samplev1beta1.Foo, c *ContainerView, path string) []map[string]any {
+	want := foo.Spec.Deployment.ContainerPort
 	if want == nil || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
 		return nil
 	}

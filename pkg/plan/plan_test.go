@@ -22,15 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
-func testFoo() *samplev1alpha1.Foo {
-	return &samplev1alpha1.Foo{
+func testFoo() *samplev1beta1.Foo {
+	return &samplev1beta1.Foo{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid-a", Generation: 3, ResourceVersion: "7"},
-		Spec: samplev1alpha1.FooSpec{
-			DeploymentName: "web", Replicas: ptr.To[int32](2), Image: "nginx:1.27",
-			DeletionPolicy: samplev1alpha1.DeletionPolicyDelete,
+		Spec: samplev1beta1.FooSpec{
+			Deployment:     samplev1beta1.DeploymentSpec{Name: "web", Replicas: ptr.To[int32](2), Image: "nginx:1.27"},
+			DeletionPolicy: samplev1beta1.DeletionPolicyDelete,
 		},
 	}
 }
@@ -41,11 +41,11 @@ func controllerRef(apiVersion, kind string, uid types.UID) metav1.OwnerReference
 
 // rolledOut is the Deployment DesiredDeployment describes, as the API server
 // would return it after a complete rollout.
-func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
+func rolledOut(foo *samplev1beta1.Foo) *appsv1.Deployment {
 	r := Replicas(foo)
 	container := corev1.Container{Name: ContainerName, Image: Image(foo)}
-	if foo.Spec.ContainerPort != nil {
-		container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: *foo.Spec.ContainerPort, Protocol: corev1.ProtocolTCP}}
+	if foo.Spec.Deployment.ContainerPort != nil {
+		container.Ports = []corev1.ContainerPort{{Name: PortName, ContainerPort: *foo.Spec.Deployment.ContainerPort, Protocol: corev1.ProtocolTCP}}
 	}
 	var annotations map[string]string
 	if keys := podLabelKeys(foo); keys != "" {
@@ -53,13 +53,14 @@ func rolledOut(foo *samplev1alpha1.Foo) *appsv1.Deployment {
 	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: foo.Spec.DeploymentName, Namespace: foo.Namespace, Generation: 1,
+			Name: foo.Spec.Deployment.Name, Namespace: foo.Namespace, Generation: 1,
 			Labels: Labels(foo), Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1alpha1", "Foo", foo.UID)},
+			OwnerReferences: []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1beta1", "Foo", foo.UID)},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(r),
-			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
+			Replicas:        ptr.To(r),
+			MinReadySeconds: foo.Spec.Deployment.MinReadySeconds,
+			Selector:        &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: TemplateLabels(foo)},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
@@ -129,7 +130,7 @@ func TestLeftBehind(t *testing.T) {
 	left := rolledOut(foo)
 	left.OwnerReferences, left.Labels[FooUIDLabel] = nil, "earlier"
 	c := StalledCondition(foo, Observation{Deployment: NewDeploymentView(left), Conflict: true})
-	if c == nil || c.Reason != samplev1alpha1.ReasonDeploymentConflict || !strings.Contains(c.Message, "left by an earlier Foo") {
+	if c == nil || c.Reason != samplev1beta1.ReasonDeploymentConflict || !strings.Contains(c.Message, "left by an earlier Foo") {
 		t.Errorf("Stalled for an earlier Foo's orphan: %+v", c)
 	}
 }
@@ -142,6 +143,9 @@ func TestControllerFooAndClassify(t *testing.T) {
 		want   Ownership
 	}{
 		{"controlled by the Foo", func(*appsv1.Deployment) {}, Owned},
+		{"controlled by the Foo, named in v1alpha1 (written before v1beta1)", func(d *appsv1.Deployment) {
+			d.OwnerReferences[0].APIVersion = "samplecontroller.example.com/v1alpha1"
+		}, Owned},
 		{"controlled by a deleted predecessor of the same name", func(d *appsv1.Deployment) {
 			d.OwnerReferences = []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1alpha1", "Foo", "older-uid")}
 		}, Superseded},
@@ -208,7 +212,12 @@ func TestDrift(t *testing.T) {
 		{"our container gone", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers = nil }, []string{"image"}},
 		{"labels", func(d *appsv1.Deployment) { d.Labels = map[string]string{"x": "y"} }, []string{"labels"}},
 		{"template labels", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, ManagedByLabel) }, []string{"template labels"}},
+		{"minReadySeconds", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 10 }, []string{"minReadySeconds"}},
+		{"progressDeadlineSeconds not ours below minReadySeconds 600", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](90) }, nil},
 		{"owner", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, []string{"owner"}},
+		{"owner named in v1alpha1 (written before v1beta1)", func(d *appsv1.Deployment) {
+			d.OwnerReferences[0].APIVersion = "samplecontroller.example.com/v1alpha1"
+		}, nil},
 		{"several", func(d *appsv1.Deployment) {
 			d.Spec.Replicas = ptr.To[int32](0)
 			d.Spec.Template.Spec.Containers[0].Image = "x:1"
@@ -269,7 +278,7 @@ func TestDriftPodLabels(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := testFoo()
-			foo.Spec.PodLabels = tc.applied
+			foo.Spec.Deployment.PodLabels = tc.applied
 			d := rolledOut(foo)
 			if tc.template != nil {
 				d.Spec.Template.Labels = tc.template(d.Spec.Template.Labels)
@@ -277,7 +286,7 @@ func TestDriftPodLabels(t *testing.T) {
 			if tc.name == "applied keys annotation removed" {
 				d.Annotations = nil
 			}
-			foo.Spec.PodLabels = tc.want
+			foo.Spec.Deployment.PodLabels = tc.want
 			got := Drift(foo, NewDeploymentView(d))
 			if want := []string(nil); tc.drift {
 				want = []string{"podLabels"}
@@ -293,7 +302,7 @@ func TestDriftPodLabels(t *testing.T) {
 
 func TestDesiredDeploymentPodLabels(t *testing.T) {
 	foo := testFoo()
-	foo.Spec.PodLabels = map[string]string{"tier": "web", "team": "", ManagedByLabel: "someone", FooUIDLabel: "other"}
+	foo.Spec.Deployment.PodLabels = map[string]string{"tier": "web", "team": "", ManagedByLabel: "someone", FooUIDLabel: "other"}
 	d := DesiredDeployment(foo)
 	want := map[string]string{"tier": "web", "team": "", ManagedByLabel: ManagedByValue, FooUIDLabel: string(foo.UID)}
 	if got := d.Spec.Template.Labels; !reflect.DeepEqual(got, want) {
@@ -305,7 +314,7 @@ func TestDesiredDeploymentPodLabels(t *testing.T) {
 	if got := d.Annotations; !reflect.DeepEqual(got, map[string]string{PodLabelsAnnotation: "team,tier"}) {
 		t.Errorf("annotations %v, want the applied keys, sorted", got)
 	}
-	foo.Spec.PodLabels = nil
+	foo.Spec.Deployment.PodLabels = nil
 	if got := DesiredDeployment(foo).Annotations; got != nil {
 		t.Errorf("annotations %v without podLabels, want none (no write to existing Deployments on upgrade)", got)
 	}
@@ -336,7 +345,7 @@ func TestDriftContainerPort(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := testFoo()
-			foo.Spec.ContainerPort = tc.want
+			foo.Spec.Deployment.ContainerPort = tc.want
 			d := rolledOut(foo)
 			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
 			got := Drift(foo, NewDeploymentView(d))
@@ -379,7 +388,7 @@ func TestStrayEntriesPatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := testFoo()
-			foo.Spec.ContainerPort = tc.want
+			foo.Spec.Deployment.ContainerPort = tc.want
 			d := rolledOut(foo)
 			ours := d.Spec.Template.Spec.Containers[0]
 			ours.Ports = tc.ports
@@ -454,7 +463,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := testFoo()
-			foo.Spec.ContainerPort = tc.want
+			foo.Spec.Deployment.ContainerPort = tc.want
 			d := rolledOut(foo)
 			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
 			patch, ok, err := ReplaceStrayEntriesPatch(foo, NewDeploymentView(d))
@@ -479,7 +488,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 // but the ports.
 func TestDesiredDeploymentWithoutPorts(t *testing.T) {
 	foo := testFoo()
-	foo.Spec.ContainerPort = ptr.To[int32](8080)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](8080)
 	full, without := DesiredDeployment(foo), DesiredDeploymentWithoutPorts(foo)
 	if len(full.Spec.Template.Spec.Containers[0].Ports) != 1 || without.Spec.Template.Spec.Containers[0].Ports != nil {
 		t.Fatalf("ports: full %+v, without %+v", full.Spec.Template.Spec.Containers[0].Ports, without.Spec.Template.Spec.Containers[0].Ports)
@@ -492,12 +501,12 @@ func TestDesiredDeploymentWithoutPorts(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	foo := testFoo()
-	foo.Spec.Replicas = nil
-	foo.Spec.Image = ""
+	foo.Spec.Deployment.Replicas = nil
+	foo.Spec.Deployment.Image = ""
 	if Replicas(foo) != 1 || Image(foo) != "nginx:1.27" {
 		t.Errorf("defaults: replicas %d image %q", Replicas(foo), Image(foo))
 	}
-	foo.Spec.Replicas = ptr.To[int32](0)
+	foo.Spec.Deployment.Replicas = ptr.To[int32](0)
 	if Replicas(foo) != 0 {
 		t.Errorf("an explicit 0 is not the default: got %d", Replicas(foo))
 	}
@@ -531,15 +540,59 @@ func TestDesiredDeployment(t *testing.T) {
 	if p := d.Spec.Template.Spec.Containers[0].Ports; len(p) != 0 {
 		t.Errorf("ports without spec.containerPort: %+v", p)
 	}
+	// minReadySeconds is the controller's even when the Foo leaves it
+	// out: 0 is sent, and another writer's value is drift.
+	if d.Spec.MinReadySeconds != 0 || !strings.Contains(string(raw), `"minReadySeconds":0`) {
+		t.Errorf("minReadySeconds unset: want 0 declared, got %s", raw)
+	}
+	foo.Spec.Deployment.MinReadySeconds = 30
+	if got := *DesiredDeployment(foo).Spec.MinReadySeconds; got != 30 {
+		t.Errorf("minReadySeconds: got %d, want 30", got)
+	}
+	if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; got != nil {
+		t.Errorf("progressDeadlineSeconds declared for minReadySeconds 30: %d", *got)
+	}
 	// Only owned fields: nothing the API server defaults.
 	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Spec.RestartPolicy != "" {
 		t.Errorf("declares fields it does not own: %s", raw)
 	}
 }
 
+// TestProgressDeadline: the API server refuses a Deployment whose
+// progressDeadlineSeconds (600 by default) is not above minReadySeconds,
+// so from 600 on the controller declares one, ten minutes above, and owns
+// it: another value is drift. Below 600 it is not the controller's.
+func TestProgressDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		minReady int32
+		want     *int32
+	}{
+		{0, nil}, {599, nil}, {600, ptr.To[int32](1200)}, {3600, ptr.To[int32](4200)},
+	} {
+		foo := testFoo()
+		foo.Spec.Deployment.MinReadySeconds = tc.minReady
+		if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; !ptr.Equal(got, tc.want) {
+			t.Errorf("minReadySeconds %d: progressDeadlineSeconds %v, want %v", tc.minReady, ptr.Deref(got, -1), ptr.Deref(tc.want, -1))
+		}
+		d := rolledOut(foo)
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600) // the API server's default
+		if tc.want != nil {
+			d.Spec.ProgressDeadlineSeconds = tc.want
+		}
+		if drift := Drift(foo, NewDeploymentView(d)); len(drift) != 0 {
+			t.Errorf("minReadySeconds %d: drift %v from the Deployment it declares", tc.minReady, drift)
+		}
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](601)
+		drift := Drift(foo, NewDeploymentView(d))
+		if got := slices.Contains(drift, "progressDeadlineSeconds"); got != (tc.want != nil) {
+			t.Errorf("minReadySeconds %d, another writer's progressDeadlineSeconds: drift %v", tc.minReady, drift)
+		}
+	}
+}
+
 func TestDesiredDeploymentContainerPort(t *testing.T) {
 	foo := testFoo()
-	foo.Spec.ContainerPort = ptr.To[int32](8080)
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](8080)
 	raw, err := json.Marshal(DesiredDeployment(foo))
 	if err != nil {
 		t.Fatal(err)
@@ -561,7 +614,7 @@ func TestDesiredDeploymentContainerPort(t *testing.T) {
 
 // conditionCases are the situations every condition function is tested
 // in; each test states what its condition says in each.
-func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
+func conditionCases(foo *samplev1beta1.Foo) map[string]Observation {
 	done := rolledOut(foo) // 2 of 2, available
 	going := done.DeepCopy()
 	going.DeletionTimestamp = &metav1.Time{}
@@ -597,7 +650,7 @@ func conditionCases(foo *samplev1alpha1.Foo) map[string]Observation {
 // runConditionCases checks compute in every case of conditionCases against
 // want, which must name them all; a zero wantCond (none) means no
 // condition: Reconciling and Stalled are absent when not True.
-func runConditionCases(t *testing.T, foo *samplev1alpha1.Foo, want map[string]wantCond,
+func runConditionCases(t *testing.T, foo *samplev1beta1.Foo, want map[string]wantCond,
 	compute func(Observation) *metav1.Condition) {
 	t.Helper()
 	cases := conditionCases(foo)
@@ -643,9 +696,9 @@ func TestStalledCondition(t *testing.T) {
 	runConditionCases(t, foo, map[string]wantCond{
 		"rolled out":                   none,
 		"no Deployment yet":            none,
-		"create refused":               tru(samplev1alpha1.ReasonDeploymentApplyFailed),
-		"update refused":               tru(samplev1alpha1.ReasonDeploymentApplyFailed),
-		"conflict":                     tru(samplev1alpha1.ReasonDeploymentConflict),
+		"create refused":               tru(samplev1beta1.ReasonDeploymentApplyFailed),
+		"update refused":               tru(samplev1beta1.ReasonDeploymentApplyFailed),
+		"conflict":                     tru(samplev1beta1.ReasonDeploymentConflict),
 		"old Deployment going away":    none,
 		"generation not observed":      none,
 		"just created":                 none,
@@ -656,10 +709,10 @@ func TestStalledCondition(t *testing.T) {
 		"scaling down":                 none,
 		"pods not available yet":       none,
 		"unavailable, nothing to do":   none,
-		"progress deadline exceeded":   tru(samplev1alpha1.ReasonProgressDeadlineExceeded),
+		"progress deadline exceeded":   tru(samplev1beta1.ReasonProgressDeadlineExceeded),
 		// The Deployment controller resets it when it rolls out the new spec.
 		"progress deadline of an older generation": none,
-		"replicas overridden":                      tru(samplev1alpha1.ReasonReplicasOverridden),
+		"replicas overridden":                      tru(samplev1beta1.ReasonReplicasOverridden),
 		// It rolls out and serves as the API server keeps it.
 		"image overridden": none,
 	}, func(obs Observation) *metav1.Condition { return StalledCondition(foo, obs) })
@@ -670,13 +723,13 @@ func TestStalledCondition(t *testing.T) {
 	pde := conditionCases(foo)["progress deadline exceeded"]
 	stalled := foo.DeepCopy()
 	stalled.Status = Status(stalled, pde, metav1.Now())
-	was := meta.FindStatusCondition(stalled.Status.Conditions, samplev1alpha1.ConditionStalled)
+	was := meta.FindStatusCondition(stalled.Status.Conditions, samplev1beta1.ConditionStalled)
 	if was == nil {
 		t.Fatal("no Stalled condition for an exceeded progress deadline")
 	}
 	scaled := stalled.DeepCopy()
 	scaled.Generation++
-	scaled.Spec.Replicas = ptr.To[int32](5)
+	scaled.Spec.Deployment.Replicas = ptr.To[int32](5)
 	notYet := Observation{Deployment: pde.Deployment.DeepCopy()}
 	notYet.Deployment.Generation = notYet.Deployment.Status.ObservedGeneration + 1
 	if got := StalledCondition(scaled, notYet); got == nil || !reflect.DeepEqual(*got, *was) {
@@ -696,24 +749,24 @@ func TestReconcilingCondition(t *testing.T) {
 	foo := testFoo()
 	runConditionCases(t, foo, map[string]wantCond{
 		"rolled out":                   none,
-		"no Deployment yet":            tru(samplev1alpha1.ReasonCreating),
+		"no Deployment yet":            tru(samplev1beta1.ReasonCreating),
 		"create refused":               none, // stalled instead: never both
 		"update refused":               none,
 		"conflict":                     none,
-		"old Deployment going away":    tru(samplev1alpha1.ReasonWaitingForOldDeployment),
-		"generation not observed":      tru(samplev1alpha1.ReasonDeploymentNotObserved),
-		"just created":                 tru(samplev1alpha1.ReasonDeploymentNotObserved),
-		"rolling out, available":       tru(samplev1alpha1.ReasonRollingOut),
-		"rolling out, old pods remain": tru(samplev1alpha1.ReasonRollingOut),
-		"scaling up, available":        tru(samplev1alpha1.ReasonScaling),
-		"scaling up, unavailable":      tru(samplev1alpha1.ReasonScaling),
-		"scaling down":                 tru(samplev1alpha1.ReasonScaling),
-		"pods not available yet":       tru(samplev1alpha1.ReasonWaitingForReplicas),
+		"old Deployment going away":    tru(samplev1beta1.ReasonWaitingForOldDeployment),
+		"generation not observed":      tru(samplev1beta1.ReasonDeploymentNotObserved),
+		"just created":                 tru(samplev1beta1.ReasonDeploymentNotObserved),
+		"rolling out, available":       tru(samplev1beta1.ReasonRollingOut),
+		"rolling out, old pods remain": tru(samplev1beta1.ReasonRollingOut),
+		"scaling up, available":        tru(samplev1beta1.ReasonScaling),
+		"scaling up, unavailable":      tru(samplev1beta1.ReasonScaling),
+		"scaling down":                 tru(samplev1beta1.ReasonScaling),
+		"pods not available yet":       tru(samplev1beta1.ReasonWaitingForReplicas),
 		// Every replica is there and available by count; only the
 		// Deployment's condition lags: Ready says it, not Reconciling.
 		"unavailable, nothing to do":               none,
 		"progress deadline exceeded":               none,
-		"progress deadline of an older generation": tru(samplev1alpha1.ReasonDeploymentNotObserved),
+		"progress deadline of an older generation": tru(samplev1beta1.ReasonDeploymentNotObserved),
 		"replicas overridden":                      none,
 		"image overridden":                         none,
 	}, func(obs Observation) *metav1.Condition { return ReconcilingCondition(foo, obs) })
@@ -721,8 +774,8 @@ func TestReconcilingCondition(t *testing.T) {
 
 func TestAvailableCondition(t *testing.T) {
 	foo := testFoo()
-	nodep := fals(samplev1alpha1.ReasonNoDeployment)
-	up, down := tru(samplev1alpha1.ReasonMinimumReplicasAvailable), fals(samplev1alpha1.ReasonMinimumReplicasUnavailable)
+	nodep := fals(samplev1beta1.ReasonNoDeployment)
+	up, down := tru(samplev1beta1.ReasonMinimumReplicasAvailable), fals(samplev1beta1.ReasonMinimumReplicasUnavailable)
 	runConditionCases(t, foo, map[string]wantCond{
 		"rolled out":                               up,
 		"no Deployment yet":                        nodep,
@@ -746,7 +799,7 @@ func TestAvailableCondition(t *testing.T) {
 	}, func(obs Observation) *metav1.Condition { c := AvailableCondition(foo, obs); return &c })
 
 	zero := testFoo()
-	zero.Spec.Replicas = ptr.To[int32](0)
+	zero.Spec.Deployment.Replicas = ptr.To[int32](0)
 	if c := ReadyCondition(zero, Observation{Deployment: NewDeploymentView(rolledOut(zero))}); c.Status != metav1.ConditionTrue {
 		t.Errorf("a Foo scaled to zero with its Deployment at zero is Ready: got %s/%s", c.Status, c.Reason)
 	}
@@ -754,27 +807,27 @@ func TestAvailableCondition(t *testing.T) {
 
 func TestReadyCondition(t *testing.T) {
 	foo := testFoo()
-	ready := tru(samplev1alpha1.ReasonDeploymentAvailable)
+	ready := tru(samplev1beta1.ReasonDeploymentAvailable)
 	runConditionCases(t, foo, map[string]wantCond{
 		"rolled out":                   ready,
-		"no Deployment yet":            fals(samplev1alpha1.ReasonCreating),
-		"create refused":               fals(samplev1alpha1.ReasonDeploymentApplyFailed),
-		"update refused":               fals(samplev1alpha1.ReasonDeploymentApplyFailed),
-		"conflict":                     fals(samplev1alpha1.ReasonDeploymentConflict),
-		"old Deployment going away":    fals(samplev1alpha1.ReasonWaitingForOldDeployment),
-		"generation not observed":      fals(samplev1alpha1.ReasonDeploymentNotObserved), // not Ready before either: see below
-		"just created":                 fals(samplev1alpha1.ReasonDeploymentNotObserved),
-		"rolling out, available":       fals(samplev1alpha1.ReasonRollingOut),
-		"rolling out, old pods remain": fals(samplev1alpha1.ReasonRollingOut),
+		"no Deployment yet":            fals(samplev1beta1.ReasonCreating),
+		"create refused":               fals(samplev1beta1.ReasonDeploymentApplyFailed),
+		"update refused":               fals(samplev1beta1.ReasonDeploymentApplyFailed),
+		"conflict":                     fals(samplev1beta1.ReasonDeploymentConflict),
+		"old Deployment going away":    fals(samplev1beta1.ReasonWaitingForOldDeployment),
+		"generation not observed":      fals(samplev1beta1.ReasonDeploymentNotObserved), // not Ready before either: see below
+		"just created":                 fals(samplev1beta1.ReasonDeploymentNotObserved),
+		"rolling out, available":       fals(samplev1beta1.ReasonRollingOut),
+		"rolling out, old pods remain": fals(samplev1beta1.ReasonRollingOut),
 		// A scale that keeps the Deployment available does not touch Ready.
 		"scaling up, available":                    ready,
-		"scaling up, unavailable":                  fals(samplev1alpha1.ReasonScaling),
+		"scaling up, unavailable":                  fals(samplev1beta1.ReasonScaling),
 		"scaling down":                             ready,
 		"pods not available yet":                   ready,
-		"unavailable, nothing to do":               fals(samplev1alpha1.ReasonDeploymentUnavailable),
-		"progress deadline exceeded":               fals(samplev1alpha1.ReasonProgressDeadlineExceeded),
-		"progress deadline of an older generation": fals(samplev1alpha1.ReasonDeploymentNotObserved),
-		"replicas overridden":                      fals(samplev1alpha1.ReasonReplicasOverridden),
+		"unavailable, nothing to do":               fals(samplev1beta1.ReasonDeploymentUnavailable),
+		"progress deadline exceeded":               fals(samplev1beta1.ReasonProgressDeadlineExceeded),
+		"progress deadline of an older generation": fals(samplev1beta1.ReasonDeploymentNotObserved),
+		"replicas overridden":                      fals(samplev1beta1.ReasonReplicasOverridden),
 		"image overridden":                         ready,
 	}, func(obs Observation) *metav1.Condition { c := ReadyCondition(foo, obs); return &c })
 }
@@ -788,11 +841,11 @@ func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	foo := testFoo()
 	foo.Status = Status(foo, Observation{Deployment: NewDeploymentView(rolledOut(foo))}, t0)
-	was := *meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady)
+	was := *meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady)
 
 	next := foo.DeepCopy()
 	next.Generation++
-	next.Spec.Replicas = ptr.To[int32](3)
+	next.Spec.Deployment.Replicas = ptr.To[int32](3)
 	dep := unobserved(rolledOut(foo))
 	dep.Spec.Replicas = ptr.To[int32](3)
 	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(dep)}); !reflect.DeepEqual(got, was) {
@@ -827,7 +880,7 @@ func TestStatus(t *testing.T) {
 		st.Selector != FooUIDLabel+"=uid-a" {
 		t.Fatalf("status: %+v", st)
 	}
-	types := func(st samplev1alpha1.FooStatus) []string {
+	types := func(st samplev1beta1.FooStatus) []string {
 		var out []string
 		for _, c := range st.Conditions {
 			out = append(out, c.Type+"="+string(c.Status))
@@ -862,14 +915,14 @@ func TestStatus(t *testing.T) {
 			t.Errorf("%s moved on a scale that kept the Deployment available: %+v", c.Type, c)
 		}
 	}
-	if c := meta.FindStatusCondition(st2.Conditions, samplev1alpha1.ConditionReconciling); !c.LastTransitionTime.Equal(&t1) {
+	if c := meta.FindStatusCondition(st2.Conditions, samplev1beta1.ConditionReconciling); !c.LastTransitionTime.Equal(&t1) {
 		t.Errorf("Reconciling began at %v, want %v", c.LastTransitionTime, t1)
 	}
 
 	// Availability lost: Ready flips and gets a new transition time.
 	degraded := withStatus(dep, 2, 2, 1, false)
 	st3 := Status(foo, Observation{Deployment: NewDeploymentView(degraded)}, t1)
-	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !meta.FindStatusCondition(st3.Conditions, samplev1alpha1.ConditionReady).LastTransitionTime.Equal(&t1) {
+	if StatusEqual(st, st3) || st3.AvailableReplicas != 1 || !meta.FindStatusCondition(st3.Conditions, samplev1beta1.ConditionReady).LastTransitionTime.Equal(&t1) {
 		t.Errorf("after a flip: %+v", st3)
 	}
 
@@ -880,7 +933,7 @@ func TestStatus(t *testing.T) {
 	if got := types(st4); !reflect.DeepEqual(got, []string{"Ready=False", "Available=False", "Stalled=True"}) {
 		t.Errorf("conditions of a conflict: %v", got)
 	}
-	if c := st4.Conditions[0]; c.Reason != samplev1alpha1.ReasonDeploymentConflict || !c.LastTransitionTime.Equal(&t1) {
+	if c := st4.Conditions[0]; c.Reason != samplev1beta1.ReasonDeploymentConflict || !c.LastTransitionTime.Equal(&t1) {
 		t.Errorf("reason change without flip: %+v", c)
 	}
 	if st4.Replicas != 0 || st4.AvailableReplicas != 0 {
@@ -916,7 +969,7 @@ func TestStatus(t *testing.T) {
 
 	// Waiting for an old Deployment: no counts of it are reported.
 	waiting := Status(foo, Observation{Deployment: NewDeploymentView(dep), Waiting: true}, t1)
-	if waiting.Replicas != 0 || meta.FindStatusCondition(waiting.Conditions, samplev1alpha1.ConditionReconciling).Reason != samplev1alpha1.ReasonWaitingForOldDeployment {
+	if waiting.Replicas != 0 || meta.FindStatusCondition(waiting.Conditions, samplev1beta1.ConditionReconciling).Reason != samplev1beta1.ReasonWaitingForOldDeployment {
 		t.Errorf("waiting: %+v", waiting)
 	}
 }
@@ -946,7 +999,7 @@ func TestStatusEqualIgnoresConditionOrder(t *testing.T) {
 
 func TestStatusApplyCarriesZeroes(t *testing.T) {
 	foo := testFoo()
-	raw, err := json.Marshal(StatusApply(foo, samplev1alpha1.FooStatus{ObservedGeneration: 3}))
+	raw, err := json.Marshal(StatusApply(foo, samplev1beta1.FooStatus{ObservedGeneration: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -973,11 +1026,11 @@ func TestFinalizerPatch(t *testing.T) {
 		wantOK   bool
 		wantList []string
 	}{
-		{"add to none", nil, true, true, []string{samplev1alpha1.OrphanFinalizer}},
-		{"add beside others", []string{"x/y"}, true, true, []string{"x/y", samplev1alpha1.OrphanFinalizer}},
-		{"already there", []string{samplev1alpha1.OrphanFinalizer}, true, false, nil},
-		{"remove, keep others", []string{"x/y", samplev1alpha1.OrphanFinalizer}, false, true, []string{"x/y"}},
-		{"remove the only one", []string{samplev1alpha1.OrphanFinalizer}, false, true, []string{}},
+		{"add to none", nil, true, true, []string{samplev1beta1.OrphanFinalizer}},
+		{"add beside others", []string{"x/y"}, true, true, []string{"x/y", samplev1beta1.OrphanFinalizer}},
+		{"already there", []string{samplev1beta1.OrphanFinalizer}, true, false, nil},
+		{"remove, keep others", []string{"x/y", samplev1beta1.OrphanFinalizer}, false, true, []string{"x/y"}},
+		{"remove the only one", []string{samplev1beta1.OrphanFinalizer}, false, true, []string{}},
 		{"nothing to remove", []string{"x/y"}, false, false, nil},
 	}
 	for _, tc := range tests {
@@ -1082,7 +1135,7 @@ func TestWantsOrphanFinalizer(t *testing.T) {
 	if WantsOrphanFinalizer(foo) {
 		t.Error("Delete policy needs no finalizer")
 	}
-	foo.Spec.DeletionPolicy = samplev1alpha1.DeletionPolicyOrphan
+	foo.Spec.DeletionPolicy = samplev1beta1.DeletionPolicyOrphan
 	if !WantsOrphanFinalizer(foo) {
 		t.Error("Orphan policy needs the finalizer")
 	}
@@ -1091,13 +1144,13 @@ func TestWantsOrphanFinalizer(t *testing.T) {
 func TestFirstProgress(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	foo := testFoo()
-	first := func(obs Observation) samplev1alpha1.FooStatus { return Status(foo, obs, now) }
-	none := samplev1alpha1.FooStatus{}
+	first := func(obs Observation) samplev1beta1.FooStatus { return Status(foo, obs, now) }
+	none := samplev1beta1.FooStatus{}
 	progressing := first(Observation{})
 	halfway := withStatus(rolledOut(foo), 2, 2, 1, false)
 	tests := []struct {
 		name       string
-		have, want samplev1alpha1.FooStatus
+		have, want samplev1beta1.FooStatus
 		first      bool
 	}{
 		{"no Deployment yet", none, progressing, true},
@@ -1126,12 +1179,12 @@ func TestProgressOnly(t *testing.T) {
 	}
 	// statusAfter is the status the controller computes from dep for a
 	// Foo whose current status is have.
-	statusAfter := func(have samplev1alpha1.FooStatus, dep *appsv1.Deployment) samplev1alpha1.FooStatus {
+	statusAfter := func(have samplev1beta1.FooStatus, dep *appsv1.Deployment) samplev1beta1.FooStatus {
 		f := foo.DeepCopy()
 		f.Status = have
 		return Status(f, Observation{Deployment: NewDeploymentView(dep)}, now)
 	}
-	none := samplev1alpha1.FooStatus{}
+	none := samplev1beta1.FooStatus{}
 	progressing := statusAfter(none, rollingOut(0, 0))
 	halfway := statusAfter(progressing, rollingOut(1, 0))
 	available := statusAfter(halfway, rollingOut(2, 2))
@@ -1140,7 +1193,7 @@ func TestProgressOnly(t *testing.T) {
 	nextGen.Status = halfway
 	// foo wants 2; its Deployment has 3 (a scale down), 2 available.
 	scaling := statusAfter(available, withStatus(rolledOut(foo), 3, 3, 2, true))
-	refused := func() samplev1alpha1.FooStatus {
+	refused := func() samplev1beta1.FooStatus {
 		f := foo.DeepCopy()
 		f.Status = halfway
 		return Status(f, Observation{ApplyError: errors.New("quota exceeded")}, now)
@@ -1150,7 +1203,7 @@ func TestProgressOnly(t *testing.T) {
 	// then observed.
 	scaled := foo.DeepCopy()
 	scaled.Generation++
-	scaled.Spec.Replicas = ptr.To[int32](3)
+	scaled.Spec.Deployment.Replicas = ptr.To[int32](3)
 	scaled.Status = available
 	notObserved := Status(scaled, Observation{Deployment: NewDeploymentView(unobserved(rolledOut(foo)))}, now)
 	scaled.Status = notObserved
@@ -1158,19 +1211,19 @@ func TestProgressOnly(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		have, want samplev1alpha1.FooStatus
+		have, want samplev1beta1.FooStatus
 		progress   bool
 	}{
 		{"first status", none, progressing, false},
 		{"counts and message of a rollout", progressing, halfway, true},
 		{"Ready flips", halfway, available, false},
 		{"a new generation", halfway, Status(nextGen, Observation{Deployment: NewDeploymentView(rollingOut(1, 0))}, now), false},
-		{"a new reason", halfway, func() samplev1alpha1.FooStatus {
+		{"a new reason", halfway, func() samplev1beta1.FooStatus {
 			f := foo.DeepCopy()
 			f.Status = halfway
 			return Status(f, Observation{ApplyError: errors.New("quota exceeded")}, now)
 		}(), false},
-		{"a conflict", halfway, func() samplev1alpha1.FooStatus {
+		{"a conflict", halfway, func() samplev1beta1.FooStatus {
 			f := foo.DeepCopy()
 			f.Status = halfway
 			return Status(f, Observation{Deployment: NewDeploymentView(rolledOut(foo)), Conflict: true}, now)
@@ -1182,7 +1235,7 @@ func TestProgressOnly(t *testing.T) {
 		{"a scale ends", scaling, statusAfter(scaling, rolledOut(foo)), false},
 		{"Ready catches up with a scale's generation", notObserved, observedScale, true},
 		{"Available flips", scaling, statusAfter(scaling, withStatus(rolledOut(foo), 3, 3, 1, false)), false},
-		{"a new problem's message", refused, func() samplev1alpha1.FooStatus {
+		{"a new problem's message", refused, func() samplev1beta1.FooStatus {
 			f := foo.DeepCopy()
 			f.Status = refused
 			return Status(f, Observation{ApplyError: errors.New("quota exceeded again")}, now)
@@ -1239,7 +1292,7 @@ func TestRemovingStraysConverges(t *testing.T) {
 	}
 	for _, tc := range tests {
 		foo := testFoo()
-		foo.Spec.ContainerPort = tc.want
+		foo.Spec.Deployment.ContainerPort = tc.want
 		d := rolledOut(foo)
 		d.Spec.Template.Spec.Containers[0].Ports = tc.ports
 		before := d.DeepCopy()

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // Observation is what the controller found when it reconciled a Foo.
@@ -39,8 +39,8 @@ type Observation struct {
 // Reconciling and Stalled are removed when they are not True (kstatus:
 // absent means false). The result is deterministic, so comparing it with
 // the current status (StatusEqual) tells whether there is anything to write.
-func Status(foo *samplev1alpha1.Foo, obs Observation, now metav1.Time) samplev1alpha1.FooStatus {
-	st := samplev1alpha1.FooStatus{
+func Status(foo *samplev1beta1.Foo, obs Observation, now metav1.Time) samplev1beta1.FooStatus {
+	st := samplev1beta1.FooStatus{
 		ObservedGeneration: foo.Generation,
 		Selector:           labels.SelectorFromSet(SelectorLabels(foo)).String(),
 		Conditions:         cloneConditions(foo.Status.Conditions),
@@ -68,8 +68,8 @@ func Status(foo *samplev1alpha1.Foo, obs Observation, now metav1.Time) samplev1a
 		typ string
 		c   *metav1.Condition
 	}{
-		{samplev1alpha1.ConditionReconciling, rec},
-		{samplev1alpha1.ConditionStalled, stalled},
+		{samplev1beta1.ConditionReconciling, rec},
+		{samplev1beta1.ConditionStalled, stalled},
 	} {
 		if abnormal.c == nil {
 			meta.RemoveStatusCondition(&st.Conditions, abnormal.typ)
@@ -95,22 +95,22 @@ func observed(dep *DeploymentView) bool {
 // StalledCondition is the Stalled condition (True) when something that
 // retrying will not fix keeps the Foo from its declared state, or nil.
 // kstatus reports such a Foo as Failed.
-func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Condition {
-	c := &metav1.Condition{Type: samplev1alpha1.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
+func StalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
+	c := &metav1.Condition{Type: samplev1beta1.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
 	dep := obs.Deployment
 	switch {
 	case obs.ApplyError != nil:
-		c.Reason = samplev1alpha1.ReasonDeploymentApplyFailed
-		c.Message = fmt.Sprintf("Deployment %q could not be applied: %v", foo.Spec.DeploymentName, obs.ApplyError)
+		c.Reason = samplev1beta1.ReasonDeploymentApplyFailed
+		c.Message = fmt.Sprintf("Deployment %q could not be applied: %v", foo.Spec.Deployment.Name, obs.ApplyError)
 	case obs.Conflict && LeftBehind(dep, foo):
 		// Most often a Foo deleted with deletionPolicy: Orphan and created
 		// again. Its pods are selected by the earlier Foo's UID, and a
 		// selector cannot change, so it cannot be adopted.
-		c.Reason = samplev1alpha1.ReasonDeploymentConflict
-		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo that no longer owns it (deleted with deletionPolicy: Orphan, or --cascade=orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.DeploymentName)
+		c.Reason = samplev1beta1.ReasonDeploymentConflict
+		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo that no longer owns it (deleted with deletionPolicy: Orphan, or --cascade=orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.Deployment.Name)
 	case obs.Conflict:
-		c.Reason = samplev1alpha1.ReasonDeploymentConflict
-		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.DeploymentName)
+		c.Reason = samplev1beta1.ReasonDeploymentConflict
+		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.Deployment.Name)
 	case !isOurs(obs):
 		return nil
 	case slices.Contains(obs.Overridden, "replicas"):
@@ -118,12 +118,12 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 		// still rolls out and serves, and the Foo reports that Deployment
 		// as it is; a replica count the API server will not keep is never
 		// reached, and Reconciling would say so forever.
-		c.Reason = samplev1alpha1.ReasonReplicasOverridden
+		c.Reason = samplev1beta1.ReasonReplicasOverridden
 		c.Message = fmt.Sprintf("the API server keeps Deployment %q at other replicas than declared (a mutating admission policy or webhook); change the policy, or declare what it allows", dep.Name)
 	case observed(dep) && progressDeadlineExceeded(dep):
 		// Only for the generation it was observed at: a new pod template
 		// starts a new rollout, and its deadline with it.
-		c.Reason = samplev1alpha1.ReasonProgressDeadlineExceeded
+		c.Reason = samplev1beta1.ReasonProgressDeadlineExceeded
 		// No counts here (Available has them): a Stalled message that
 		// changes is a new Warning Event.
 		c.Message = fmt.Sprintf("Deployment %q exceeded its progress deadline", dep.Name)
@@ -133,8 +133,8 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 		// and which it is shows only once observed. Meanwhile the Foo stays
 		// as reported, like Ready (ReadyCondition): a scale of a stalled
 		// Foo is not a new incident, with a Warning of its own.
-		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionStalled); was != nil &&
-			was.Status == metav1.ConditionTrue && was.Reason == samplev1alpha1.ReasonProgressDeadlineExceeded {
+		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionStalled); was != nil &&
+			was.Status == metav1.ConditionTrue && was.Reason == samplev1beta1.ReasonProgressDeadlineExceeded {
 			kept := *was
 			return &kept
 		}
@@ -151,36 +151,36 @@ func StalledCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Conditio
 // the Foo is stalled too: kstatus reads whichever of the two comes first,
 // so they are never True together. Like kstatus's rules for a Deployment,
 // it asks for every declared replica updated and available.
-func ReconcilingCondition(foo *samplev1alpha1.Foo, obs Observation) *metav1.Condition {
+func ReconcilingCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
 	return reconciling(foo, obs, StalledCondition(foo, obs))
 }
 
 // reconciling is ReconcilingCondition given the Stalled condition.
-func reconciling(foo *samplev1alpha1.Foo, obs Observation, stalled *metav1.Condition) *metav1.Condition {
+func reconciling(foo *samplev1beta1.Foo, obs Observation, stalled *metav1.Condition) *metav1.Condition {
 	if stalled != nil {
 		return nil
 	}
-	c := &metav1.Condition{Type: samplev1alpha1.ConditionReconciling, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
+	c := &metav1.Condition{Type: samplev1beta1.ConditionReconciling, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
 	dep := obs.Deployment
 	want := Replicas(foo)
 	switch {
 	case dep == nil:
-		c.Reason = samplev1alpha1.ReasonCreating
-		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.DeploymentName)
+		c.Reason = samplev1beta1.ReasonCreating
+		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.Deployment.Name)
 	case obs.Waiting:
-		c.Reason = samplev1alpha1.ReasonWaitingForOldDeployment
+		c.Reason = samplev1beta1.ReasonWaitingForOldDeployment
 		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", dep.Name)
 	case !observed(dep):
-		c.Reason = samplev1alpha1.ReasonDeploymentNotObserved
+		c.Reason = samplev1beta1.ReasonDeploymentNotObserved
 		c.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d of Deployment %q", dep.Generation, dep.Name)
 	case dep.Status.Replicas > dep.Status.UpdatedReplicas:
-		c.Reason = samplev1alpha1.ReasonRollingOut
+		c.Reason = samplev1beta1.ReasonRollingOut
 		c.Message = fmt.Sprintf("%d of %d replicas updated, %d available", dep.Status.UpdatedReplicas, want, dep.Status.AvailableReplicas)
 	case dep.Status.Replicas != want || dep.Status.UpdatedReplicas < want:
-		c.Reason = samplev1alpha1.ReasonScaling
+		c.Reason = samplev1beta1.ReasonScaling
 		c.Message = fmt.Sprintf("%d of %d replicas, %d available", dep.Status.Replicas, want, dep.Status.AvailableReplicas)
 	case dep.Status.AvailableReplicas < want:
-		c.Reason = samplev1alpha1.ReasonWaitingForReplicas
+		c.Reason = samplev1beta1.ReasonWaitingForReplicas
 		c.Message = fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, want)
 	default:
 		return nil
@@ -192,22 +192,22 @@ func reconciling(foo *samplev1alpha1.Foo, obs Observation, stalled *metav1.Condi
 // (minimum availability, as its strategy's maxUnavailable allows), so
 // that it moves exactly when the Deployment's does: not on a scale that
 // keeps enough pods serving.
-func AvailableCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
-	c := metav1.Condition{Type: samplev1alpha1.ConditionAvailable, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation,
-		Reason: samplev1alpha1.ReasonNoDeployment}
+func AvailableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
+	c := metav1.Condition{Type: samplev1beta1.ConditionAvailable, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation,
+		Reason: samplev1beta1.ReasonNoDeployment}
 	dep := obs.Deployment
 	switch {
 	case obs.Conflict:
-		c.Message = fmt.Sprintf("Deployment %q is not this Foo's", foo.Spec.DeploymentName)
+		c.Message = fmt.Sprintf("Deployment %q is not this Foo's", foo.Spec.Deployment.Name)
 	case obs.Waiting:
 		c.Message = fmt.Sprintf("the old Deployment %q is being deleted", dep.Name)
 	case dep == nil:
-		c.Message = fmt.Sprintf("Deployment %q does not exist", foo.Spec.DeploymentName)
+		c.Message = fmt.Sprintf("Deployment %q does not exist", foo.Spec.Deployment.Name)
 	default:
-		c.Reason = samplev1alpha1.ReasonMinimumReplicasUnavailable
+		c.Reason = samplev1beta1.ReasonMinimumReplicasUnavailable
 		c.Message = fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, Replicas(foo))
 		if deploymentAvailable(dep) {
-			c.Status, c.Reason = metav1.ConditionTrue, samplev1alpha1.ReasonMinimumReplicasAvailable
+			c.Status, c.Reason = metav1.ConditionTrue, samplev1beta1.ReasonMinimumReplicasAvailable
 		}
 	}
 	return c
@@ -226,33 +226,33 @@ func AvailableCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Conditi
 // generation, a scale and a rollout look alike; a Ready that was True is
 // then kept as it was, with the generation it was computed at (which
 // kubectl wait reads), rather than flipped on a guess.
-func ReadyCondition(foo *samplev1alpha1.Foo, obs Observation) metav1.Condition {
+func ReadyCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
 	stalled := StalledCondition(foo, obs)
 	return ready(foo, obs, stalled, reconciling(foo, obs, stalled), AvailableCondition(foo, obs))
 }
 
 // ready is ReadyCondition given the other three conditions.
-func ready(foo *samplev1alpha1.Foo, obs Observation, stalled, rec *metav1.Condition, avail metav1.Condition) metav1.Condition {
-	c := metav1.Condition{Type: samplev1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation}
+func ready(foo *samplev1beta1.Foo, obs Observation, stalled, rec *metav1.Condition, avail metav1.Condition) metav1.Condition {
+	c := metav1.Condition{Type: samplev1beta1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation}
 	if stalled != nil {
 		c.Reason, c.Message = stalled.Reason, stalled.Message
 		return c
 	}
 	dep := obs.Deployment
 	if isOurs(obs) && !observed(dep) && dep.Status.ObservedGeneration > 0 {
-		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1alpha1.ConditionReady); was != nil && was.Status == metav1.ConditionTrue {
+		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReady); was != nil && was.Status == metav1.ConditionTrue {
 			return *was
 		}
 	}
 	switch {
-	case rec != nil && rec.Reason != samplev1alpha1.ReasonScaling && rec.Reason != samplev1alpha1.ReasonWaitingForReplicas:
+	case rec != nil && rec.Reason != samplev1beta1.ReasonScaling && rec.Reason != samplev1beta1.ReasonWaitingForReplicas:
 		c.Reason, c.Message = rec.Reason, rec.Message
 	case avail.Status != metav1.ConditionTrue && rec != nil:
 		c.Reason, c.Message = rec.Reason, rec.Message
 	case avail.Status != metav1.ConditionTrue:
-		c.Reason, c.Message = samplev1alpha1.ReasonDeploymentUnavailable, avail.Message
+		c.Reason, c.Message = samplev1beta1.ReasonDeploymentUnavailable, avail.Message
 	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, samplev1alpha1.ReasonDeploymentAvailable, avail.Message
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, samplev1beta1.ReasonDeploymentAvailable, avail.Message
 	}
 	return c
 }
@@ -283,7 +283,7 @@ func progressDeadlineExceeded(dep *DeploymentView) bool {
 // produces many such changes and nobody acts on them, so the controller
 // writes them at most every so often; any other change (a new
 // generation, a condition flipping, a new problem) is written at once.
-func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
+func ProgressOnly(have, want samplev1beta1.FooStatus) bool {
 	if have.ObservedGeneration != want.ObservedGeneration || have.Selector != want.Selector ||
 		len(have.Conditions) != len(want.Conditions) {
 		return false
@@ -293,7 +293,7 @@ func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
 		if h == nil || h.Status != w.Status {
 			return false
 		}
-		if w.Type == samplev1alpha1.ConditionStalled && (h.Reason != w.Reason || h.Message != w.Message) {
+		if w.Type == samplev1beta1.ConditionStalled && (h.Reason != w.Reason || h.Message != w.Message) {
 			return false
 		}
 	}
@@ -307,20 +307,20 @@ func ProgressOnly(have, want samplev1alpha1.FooStatus) bool {
 // next, like a progress-only change; during a burst of new Foos that halves
 // the controller's requests before every Deployment exists. A first status
 // that says anything else (Ready, or a problem) is written at once.
-func FirstProgress(have, want samplev1alpha1.FooStatus) bool {
+func FirstProgress(have, want samplev1beta1.FooStatus) bool {
 	if have.ObservedGeneration != 0 || len(have.Conditions) != 0 {
 		return false
 	}
-	w := meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionReady)
+	w := meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionReady)
 	return w != nil && w.Status == metav1.ConditionFalse &&
-		meta.FindStatusCondition(want.Conditions, samplev1alpha1.ConditionStalled) == nil
+		meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionStalled) == nil
 }
 
 // StatusEqual reports whether two statuses are the same, so that the
 // controller writes status only when something in it changed.
 // Conditions are compared by type, in any order: the API server may keep
 // them in another order than we computed, and that is no change.
-func StatusEqual(a, b samplev1alpha1.FooStatus) bool {
+func StatusEqual(a, b samplev1beta1.FooStatus) bool {
 	ac, bc := a.Conditions, b.Conditions
 	a.Conditions, b.Conditions = nil, nil
 	if !equality.Semantic.DeepEqual(a, b) || len(ac) != len(bc) {

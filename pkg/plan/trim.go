@@ -6,17 +6,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // CachedFoo interns, in place, the strings of foo that repeat across Foos
 // (see intern) and returns it: what the controller's informer keeps of
 // each Foo. Nothing is dropped: the controller reads the whole Foo (its
 // status too, to write only what changed).
-func CachedFoo(foo *samplev1alpha1.Foo) *samplev1alpha1.Foo {
+func CachedFoo(foo *samplev1beta1.Foo) *samplev1beta1.Foo {
 	foo.APIVersion, foo.Kind = intern(foo.APIVersion), intern(foo.Kind)
 	foo.Namespace = intern(foo.Namespace)
-	foo.Spec.Image = intern(foo.Spec.Image)
+	foo.Spec.Deployment.Image = intern(foo.Spec.Deployment.Image)
 	for i := range foo.Status.Conditions {
 		c := &foo.Status.Conditions[i]
 		c.Type, c.Status = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status)))

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/proptest"
 )
 
@@ -190,7 +190,7 @@ func oneOf[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choi
 // reads is everything the controller computes from a Deployment: this
 // package's functions that take one, for each kind of observation, and the
 // fields sync.go, finalize.go and handlers.go read directly.
-func reads(foo *samplev1alpha1.Foo, d *DeploymentView) map[string]any {
+func reads(foo *samplev1beta1.Foo, d *DeploymentView) map[string]any {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	out := map[string]any{
 		"Drift":                   Drift(foo, d),
@@ -335,8 +335,9 @@ func scribble(v reflect.Value) {
 // kept everything; this shows how little it keeps.
 func TestDeploymentViewDrops(t *testing.T) {
 	foo := proptest.Foo(rand.New(rand.NewPCG(1, 1)), "ns")
-	foo.Spec.ContainerPort = ptr.To[int32](80)
-	foo.Spec.PodLabels = map[string]string{"team": "a"}
+	foo.Spec.Deployment.ContainerPort = ptr.To[int32](80)
+	foo.Spec.Deployment.PodLabels = map[string]string{"team": "a"}
+	foo.Spec.Deployment.MinReadySeconds = 30
 	d, err := proptest.Served(DesiredDeployment(foo))
 	if err != nil {
 		t.Fatal(err)
@@ -357,8 +358,8 @@ func TestDeploymentViewDrops(t *testing.T) {
 	got, _ := json.Marshal(c)
 	want := fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","uid":"00000000-0000-4000-8000-000000000001",`+
 		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},"annotations":{%q:"team"},`+
-		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
-		`"spec":{"replicas":%d,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
+		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
+		`"spec":{"replicas":%d,"minReadySeconds":30,"progressDeadlineSeconds":600,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
 		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}]},{"name":"sidecar"}]}}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
 		`"conditions":[{"type":"Available","status":"False","reason":"MinimumReplicasUnavailable"},`+
@@ -369,7 +370,7 @@ func TestDeploymentViewDrops(t *testing.T) {
 		t.Errorf("view:\n got: %s\nwant: %s", got, want)
 	}
 	// Without podLabels, the metadata's and the template's labels are equal.
-	foo.Spec.PodLabels = nil
+	foo.Spec.Deployment.PodLabels = nil
 	if d, err = proptest.Served(DesiredDeployment(foo)); err != nil {
 		t.Fatal(err)
 	}
@@ -389,11 +390,11 @@ func TestCachedObjectsShareRepeatedStrings(t *testing.T) {
 		}
 	}
 	foo := proptest.Foo(rand.New(rand.NewPCG(2, 2)), "ns")
-	foo.APIVersion, foo.Kind = "samplecontroller.example.com/v1alpha1", "Foo"
+	foo.APIVersion, foo.Kind = "samplecontroller.example.com/v1beta1", "Foo"
 	foo.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "True", Reason: "DeploymentAvailable", Message: "1 of 1 replicas available"}}
 	raw, _ := json.Marshal(foo)
-	decode := func() *samplev1alpha1.Foo {
-		f := &samplev1alpha1.Foo{}
+	decode := func() *samplev1beta1.Foo {
+		f := &samplev1beta1.Foo{}
 		if err := json.Unmarshal(raw, f); err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +406,7 @@ func TestCachedObjectsShareRepeatedStrings(t *testing.T) {
 	}
 	same("apiVersion", a.APIVersion, b.APIVersion)
 	same("namespace", a.Namespace, b.Namespace)
-	same("image", a.Spec.Image, b.Spec.Image)
+	same("image", a.Spec.Deployment.Image, b.Spec.Deployment.Image)
 	same("condition reason", a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason)
 	same("condition message", a.Status.Conditions[0].Message, b.Status.Conditions[0].Message)
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 )
 
 // DeploymentView is what the controller reads of a Deployment, and what its
@@ -44,9 +45,15 @@ type DeploymentView struct {
 
 // DeploymentViewSpec is what the controller reads of a Deployment's spec.
 type DeploymentViewSpec struct {
-	Replicas *int32                `json:"replicas,omitempty"`
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	Template PodTemplateView       `json:"template"`
+	Replicas        *int32 `json:"replicas,omitempty"`
+	MinReadySeconds int32  `json:"minReadySeconds,omitempty"`
+	// ProgressDeadlineSeconds is compared only when the controller
+	// declares it (ProgressDeadline); 0 for unset, which the API server's
+	// default (600) never leaves it. A value, not a pointer: one
+	// allocation less per cached Deployment.
+	ProgressDeadlineSeconds int32                 `json:"progressDeadlineSeconds,omitempty"`
+	Selector                *metav1.LabelSelector `json:"selector,omitempty"`
+	Template                PodTemplateView       `json:"template"`
 }
 
 // PodTemplateView is what the controller reads of the pod template: its
@@ -113,7 +120,9 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 			Labels:            internKeys(dep.Labels),
 		},
 		Spec: DeploymentViewSpec{
-			Replicas: cloneInt32(dep.Spec.Replicas),
+			Replicas:                cloneInt32(dep.Spec.Replicas),
+			MinReadySeconds:         dep.Spec.MinReadySeconds,
+			ProgressDeadlineSeconds: ptr.Deref(dep.Spec.ProgressDeadlineSeconds, 0),
 		},
 		Status: DeploymentViewStatus{
 			ObservedGeneration: dep.Status.ObservedGeneration,

@@ -22,55 +22,65 @@ import (
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // Foo returns a random Foo in namespace that the CRD's schema accepts
 // (artifacts/examples/crd.yaml), with a UID and a generation as if stored.
 // Edge values (no replicas, 0 and 100 replicas, an image without a tag, no
-// image, no container port, ports 1 and 65535, names of the maximum length)
-// come up often, not once in millions.
+// container port, ports 1 and 65535, minReadySeconds 0 and 3600, names of
+// the maximum length) come up often, not once in millions.
 //
-// Replicas and image may be unset, as in a Foo stored before the CRD had
-// defaults: the controller must handle those too.
-func Foo(r *rand.Rand, namespace string) *samplev1alpha1.Foo {
-	foo := &samplev1alpha1.Foo{
+// Replicas may be unset, as in a Foo stored before the CRD had its
+// default: the controller must handle that too. The image may not: v1beta1
+// requires one.
+func Foo(r *rand.Rand, namespace string) *samplev1beta1.Foo {
+	foo := &samplev1beta1.Foo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:       dnsSubdomain(r),
 			Namespace:  namespace,
 			UID:        uid(r),
 			Generation: 1 + r.Int64N(1<<40),
 		},
-		Spec: samplev1alpha1.FooSpec{
-			DeploymentName: dnsLabel(r, 63),
-			Image:          image(r),
-			DeletionPolicy: oneOf(r, "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan),
+		Spec: samplev1beta1.FooSpec{
+			Deployment: samplev1beta1.DeploymentSpec{
+				Name:  dnsLabel(r, 63),
+				Image: image(r),
+			},
+			DeletionPolicy: oneOf(r, "", samplev1beta1.DeletionPolicyDelete, samplev1beta1.DeletionPolicyOrphan),
 		},
 	}
 	switch r.IntN(10) {
 	case 0: // unset
 	case 1:
-		foo.Spec.Replicas = ptr.To[int32](0)
+		foo.Spec.Deployment.Replicas = ptr.To[int32](0)
 	case 2:
-		foo.Spec.Replicas = ptr.To[int32](100)
+		foo.Spec.Deployment.Replicas = ptr.To[int32](100)
 	default:
-		foo.Spec.Replicas = ptr.To(r.Int32N(101))
+		foo.Spec.Deployment.Replicas = ptr.To(r.Int32N(101))
 	}
 	switch r.IntN(4) {
 	case 0, 1: // unset
 	case 2:
-		foo.Spec.ContainerPort = ptr.To(oneOf[int32](r, 1, 65535))
+		foo.Spec.Deployment.ContainerPort = ptr.To(oneOf[int32](r, 1, 65535))
 	default:
-		foo.Spec.ContainerPort = ptr.To(1 + r.Int32N(65535))
+		foo.Spec.Deployment.ContainerPort = ptr.To(1 + r.Int32N(65535))
+	}
+	switch r.IntN(4) {
+	case 0, 1: // unset
+	case 2:
+		foo.Spec.Deployment.MinReadySeconds = samplev1beta1.MaxMinReadySeconds
+	default:
+		foo.Spec.Deployment.MinReadySeconds = r.Int32N(samplev1beta1.MaxMinReadySeconds + 1)
 	}
 	switch r.IntN(4) {
 	case 0, 1: // none
 	case 2:
-		foo.Spec.PodLabels = map[string]string{oneOf(r, "team", "app.kubernetes.io/name"): oneOf(r, "", "a", "web")}
+		foo.Spec.Deployment.PodLabels = map[string]string{oneOf(r, "team", "app.kubernetes.io/name"): oneOf(r, "", "a", "web")}
 	default:
-		foo.Spec.PodLabels = map[string]string{}
+		foo.Spec.Deployment.PodLabels = map[string]string{}
 		for range 1 + r.IntN(oneOf(r, 4, 32)) {
-			foo.Spec.PodLabels[labelKey(r)] = labelValue(r)
+			foo.Spec.Deployment.PodLabels[labelKey(r)] = labelValue(r)
 		}
 	}
 	return foo
@@ -176,9 +186,7 @@ func uid(r *rand.Rand) types.UID {
 // ":latest" (the API server does not parse references; the kubelet does).
 func image(r *rand.Rand) string {
 	switch r.IntN(10) {
-	case 0:
-		return ""
-	case 1, 2, 3:
+	case 0, 1, 2, 3: // never empty: v1beta1 requires an image
 		return oneOf(r,
 			"nginx:1.27", "nginx", "busybox@sha256:"+strings.Repeat("ab", 32),
 			"registry.example.com:5000/team/app:v1.2.3", "ghcr.io/o/app:latest-2",

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
 // The generator is only useful if what it makes is valid: a Foo the API
@@ -22,17 +22,20 @@ func TestFoosAreValid(t *testing.T) {
 	seen := map[string]bool{}
 	for range 10000 {
 		foo := Foo(r, "ns")
-		s := foo.Spec
+		s := foo.Spec.Deployment
 		if errs := validation.IsDNS1123Subdomain(foo.Name); len(errs) > 0 {
 			t.Fatalf("name %q: %v", foo.Name, errs)
 		}
-		if n := len(s.DeploymentName); n < 1 || n > 63 || !deploymentName.MatchString(s.DeploymentName) {
-			t.Fatalf("deploymentName %q", s.DeploymentName)
+		if n := len(s.Name); n < 1 || n > 63 || !deploymentName.MatchString(s.Name) {
+			t.Fatalf("deploymentName %q", s.Name)
 		}
 		if s.Replicas != nil && (*s.Replicas < 0 || *s.Replicas > 100) {
 			t.Fatalf("replicas %d", *s.Replicas)
 		}
-		if s.Image != "" && (len(s.Image) > 512 || !image.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest")) {
+		if m := s.MinReadySeconds; m < 0 || m > samplev1beta1.MaxMinReadySeconds {
+			t.Fatalf("minReadySeconds %d", m)
+		}
+		if s.Image == "" || (len(s.Image) > 512 || !image.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest")) {
 			t.Fatalf("image %q", s.Image)
 		}
 		if p := s.ContainerPort; p != nil && (*p < 1 || *p > 65535) {
@@ -57,10 +60,10 @@ func TestFoosAreValid(t *testing.T) {
 		}
 		seen["no podLabels"] = seen["no podLabels"] || len(s.PodLabels) == 0
 		seen["many podLabels"] = seen["many podLabels"] || len(s.PodLabels) > 16
-		switch s.DeletionPolicy {
-		case "", samplev1alpha1.DeletionPolicyDelete, samplev1alpha1.DeletionPolicyOrphan:
+		switch foo.Spec.DeletionPolicy {
+		case "", samplev1beta1.DeletionPolicyDelete, samplev1beta1.DeletionPolicyOrphan:
 		default:
-			t.Fatalf("deletionPolicy %q", s.DeletionPolicy)
+			t.Fatalf("deletionPolicy %q", foo.Spec.DeletionPolicy)
 		}
 		if errs := validation.IsValidLabelValue(string(foo.UID)); len(errs) > 0 {
 			t.Fatalf("uid %q: %v", foo.UID, errs)
@@ -68,16 +71,16 @@ func TestFoosAreValid(t *testing.T) {
 		seen["replicas nil"] = seen["replicas nil"] || s.Replicas == nil
 		seen["replicas 0"] = seen["replicas 0"] || s.Replicas != nil && *s.Replicas == 0
 		seen["replicas 100"] = seen["replicas 100"] || s.Replicas != nil && *s.Replicas == 100
-		seen["no image"] = seen["no image"] || s.Image == ""
+		seen["minReadySeconds 3600"] = seen["minReadySeconds 3600"] || s.MinReadySeconds == samplev1beta1.MaxMinReadySeconds
 		seen["long image"] = seen["long image"] || len(s.Image) == 512
-		seen["long deploymentName"] = seen["long deploymentName"] || len(s.DeploymentName) == 63
+		seen["long deploymentName"] = seen["long deploymentName"] || len(s.Name) == 63
 		seen["dotted name"] = seen["dotted name"] || strings.Contains(foo.Name, ".")
 		seen["no containerPort"] = seen["no containerPort"] || s.ContainerPort == nil
 		seen["containerPort 1"] = seen["containerPort 1"] || s.ContainerPort != nil && *s.ContainerPort == 1
 		seen["containerPort 65535"] = seen["containerPort 65535"] || s.ContainerPort != nil && *s.ContainerPort == 65535
 	}
 	// Edges that are not generated are not tested.
-	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "no image", "long image", "long deploymentName", "dotted name",
+	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "minReadySeconds 3600", "long image", "long deploymentName", "dotted name",
 		"no containerPort", "containerPort 1", "containerPort 65535",
 		"no podLabels", "many podLabels", "long podLabels key", "long podLabels value", "empty podLabels value"} {
 		if !seen[edge] {

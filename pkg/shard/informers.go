@@ -16,10 +16,10 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
-	foolisters "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1alpha1"
+	foolisters "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 )
 
@@ -50,12 +50,12 @@ func NewSlotInformers(kube kubernetes.Interface, foos clientset.Interface, names
 	}, sel.String(), s.Keep, &appsv1.Deployment{}, 0)
 	fooInf := newSlotInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return foos.SamplecontrollerV1alpha1().Foos(namespace).List(ctx, opts)
+			return foos.SamplecontrollerV1beta1().Foos(namespace).List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return foos.SamplecontrollerV1alpha1().Foos(namespace).Watch(ctx, opts)
+			return foos.SamplecontrollerV1beta1().Foos(namespace).Watch(ctx, opts)
 		},
-	}, sel.String(), s.Keep, &samplev1alpha1.Foo{}, resync)
+	}, sel.String(), s.Keep, &samplev1beta1.Foo{}, resync)
 	counted, err := countFoos(fooInf, s.Load)
 	if err != nil {
 		return SlotInformers{}, err

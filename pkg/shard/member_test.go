@@ -317,7 +317,7 @@ func TestMemberCheck(t *testing.T) {
 		{"PATCH", "/apis/apps/v1/namespaces/" + other + "/deployments/d", false},
 		{"POST", "/apis/events.k8s.io/v1/namespaces/" + other + "/events", false},
 		{"POST", "/api/v1/namespaces/" + mine + "/events", true},
-		{"PUT", "/apis/samplecontroller.example.com/v1alpha1/namespaces/" + other + "/foos/f/status", false},
+		{"PUT", "/apis/samplecontroller.example.com/v1beta1/namespaces/" + other + "/foos/f/status", false},
 		{"GET", "/apis/apps/v1/namespaces/" + other + "/deployments", true},
 		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/" + other + "/leases/l", true},
 		{"DELETE", "/api/v1/namespaces/" + other, true}, // not a write in that namespace

@@ -147,47 +147,47 @@ func TestConversionExamples(t *testing.T) {
 		name: "v1beta1 to v1alpha1: minReadySeconds kept in the annotation",
 		from: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: the annotation read back and removed",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: an annotation it cannot read is dropped, and sets nothing",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: an unknown field in the annotation, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: a name in other case, the same (encoding/json would take it)",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: a value v1beta1's schema refuses, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":-5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: above the maximum, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":3601}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: the annotation on a v1beta1 Foo without minReadySeconds is removed",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":4000}}","x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
+		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: the annotation set on a v1beta1 Foo is overwritten",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":5}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.from), tc.in); err != nil {

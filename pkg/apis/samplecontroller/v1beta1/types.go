@@ -10,14 +10,16 @@ import (
 // The printer columns and the scale subresource name v1beta1's paths: each
 // version of a CRD has its own, read from the object in that version.
 //
-// Served beside v1alpha1, which is still the stored version: the API server
-// translates between them through the conversion webhook the controller
-// serves (docs/evolving-the-api.md).
+// The version the controller works in and the API server stores: a Foo
+// written in v1alpha1 is converted to it on the way in, through the
+// conversion webhook the controller serves, so the controller's own reads,
+// watches and writes never wait on that webhook (docs/evolving-the-api.md).
 //
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=foos,singular=foo,shortName=foo,scope=Namespaced
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.deployment.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deployment.name`
@@ -127,9 +129,10 @@ type DeploymentSpec struct {
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 
 	// MinReadySeconds is how long a new pod must be ready before it counts
-	// as available (the Deployment's spec.minReadySeconds). New in v1beta1:
-	// a v1alpha1 client sees it in the annotation
-	// samplecontroller.example.com/v1beta1-spec.
+	// as available (the Deployment's spec.minReadySeconds). From 600 on,
+	// the Deployment's progressDeadlineSeconds, which must be greater, is
+	// set to minReadySeconds + 600. New in v1beta1: a v1alpha1 client sees
+	// it in the annotation samplecontroller.example.com/v1beta1-spec.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -149,7 +152,7 @@ type FooStatus struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration"` // not omitempty: the conversion webhook must write out the 0 that tells kstatus "not reported on yet"
 
 	// Replicas is the number of pods the Deployment has (the status side of
 	// the scale subresource).

@@ -29,6 +29,11 @@ import (
 //
 // Foo declares a Deployment that the foo-controller creates, keeps in the
 // declared shape, and reports on.
+//
+// The first version, still served for the clients and manifests written
+// for it; the API server converts to and from v1beta1 (which it stores,
+// and the controller reads) through the conversion webhook
+// (docs/evolving-the-api.md).
 type FooApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

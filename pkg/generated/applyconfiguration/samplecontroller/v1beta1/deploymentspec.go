@@ -42,9 +42,10 @@ type DeploymentSpecApplyConfiguration struct {
 	// spec.podLabels).
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// MinReadySeconds is how long a new pod must be ready before it counts
-	// as available (the Deployment's spec.minReadySeconds). New in v1beta1:
-	// a v1alpha1 client sees it in the annotation
-	// samplecontroller.example.com/v1beta1-spec.
+	// as available (the Deployment's spec.minReadySeconds). From 600 on,
+	// the Deployment's progressDeadlineSeconds, which must be greater, is
+	// set to minReadySeconds + 600. New in v1beta1: a v1alpha1 client sees
+	// it in the annotation samplecontroller.example.com/v1beta1-spec.
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 }
 

@@ -33,9 +33,10 @@ import (
 // The printer columns and the scale subresource name v1beta1's paths: each
 // version of a CRD has its own, read from the object in that version.
 //
-// Served beside v1alpha1, which is still the stored version: the API server
-// translates between them through the conversion webhook the controller
-// serves (docs/evolving-the-api.md).
+// The version the controller works in and the API server stores: a Foo
+// written in v1alpha1 is converted to it on the way in, through the
+// conversion webhook the controller serves, so the controller's own reads,
+// watches and writes never wait on that webhook (docs/evolving-the-api.md).
 type FooApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
