@@ -644,7 +644,17 @@ func TestWorkerPoolSharedBySlots(t *testing.T) {
 		late.workqueue.Add(keyOf(foo))
 	}
 	// The late slot's workers wait for a token; each one the busy slot
-	// lets go goes to the longest waiter.
+	// lets go goes to the longest waiter. Each takes a key, then waits for
+	// a token: once every one has its key, they are (about to be) waiting,
+	// ahead of the busy slot's workers, which wait again only after a
+	// release. (Without this, on a loaded machine, a busy worker could be
+	// back in line before a late one had begun to wait: a CI failure.)
+	for deadline := time.Now().Add(5 * time.Second); late.workqueue.Len() > len(foosOf["late"])-workersPerSlot; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the late slot's workers took %d keys, want %d", len(foosOf["late"])-late.workqueue.Len(), workersPerSlot)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
 	for range tokens / 2 {
 		release <- struct{}{}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	// fooByDeploymentName indexes Foos by "namespace/spec.deploymentName", so
+	// fooByDeploymentName indexes Foos by "namespace/spec.deployment.name", so
 	// an event on any Deployment — including one we do not own — finds the
 	// Foos that want that name. That is how a Foo blocked by a foreign
 	// Deployment is retried the moment that Deployment goes away, without
@@ -20,7 +20,7 @@ const (
 	fooByDeploymentName = "fooByDeploymentName"
 	// deploymentByFooUID indexes Deployments by the UID of the Foo that
 	// controls them, so a Foo finds all its Deployments (the current one and
-	// any left from an old spec.deploymentName) without a List call.
+	// any left from an old spec.deployment.name) without a List call.
 	deploymentByFooUID = "deploymentByFooUID"
 )
 

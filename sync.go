@@ -87,7 +87,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// back, so there is nothing to prune or report from it yet.
 		return held, nil
 	}
-	// Delete Deployments left from an earlier spec.deploymentName only once
+	// Delete Deployments left from an earlier spec.deployment.name only once
 	// the current one is ours and in place: while the new name is blocked,
 	// the old Deployment keeps serving. A failed delete does not hold back
 	// the status, which describes the current Deployment: it is returned
@@ -418,7 +418,7 @@ type prunedSpec struct {
 }
 
 // pruneDeployments deletes the Deployments foo controls under a name it no
-// longer declares (after spec.deploymentName changed).
+// longer declares (after spec.deployment.name changed).
 //
 // Looking is not free: the MutationCache's ByIndex also walks every copy
 // of our recent writes (up to mutationCacheSize) on each call. Among those
@@ -456,7 +456,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1beta1.Fo
 		}
 		klog.FromContext(ctx).V(2).Info("Deleted old Deployment", "deployment", klog.KObj(dep))
 		c.event(foo, dep, corev1.EventTypeNormal, reasonPruned, "DeleteDeployment",
-			"Deleted Deployment %s: spec.deploymentName is now %s", dep.Name, foo.Spec.Deployment.Name)
+			"Deleted Deployment %s: spec.deployment.name is now %s", dep.Name, foo.Spec.Deployment.Name)
 	}
 	c.pruned.Store(key, spec)
 	return nil

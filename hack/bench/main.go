@@ -86,6 +86,8 @@ type options struct {
 	floor        bool // run the floor phase
 	// singleVersion installs the CRD serving v1beta1 alone (no webhook).
 	singleVersion bool
+	// createInV1alpha1 creates the converge phase's Foos in v1alpha1.
+	createInV1alpha1 bool
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
 	// Deployments, so no Foo becomes Ready: converged then means every
@@ -234,6 +236,8 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 		"With -namespaces above 1: put this fraction (0 <= f < 1, and at least 1/-namespaces) of the N Foos in the first namespace, and the rest evenly in the others, to measure one namespace holding most Foos. A namespace is never split among replicas, so k replicas hold them with a skew (max/mean) of at least f×k. 0: the same number in every namespace.")
 	fs.BoolVar(&o.singleVersion, "single-version", false,
 		"Install the CRD serving v1beta1 alone, converting with None and no webhook: the figures of a release that no longer serves v1alpha1, beside the default's (both versions served, every write converted by the bench's webhook: see conversion reviews per Foo).")
+	fs.BoolVar(&o.createInV1alpha1, "create-in-v1alpha1", false,
+		"Create the Foos through v1alpha1, as those of a cluster from before v1beta1: their managed fields are recorded under v1alpha1, and the API server converts each Foo to v1alpha1 (through the webhook) to track them when the controller writes it in v1beta1 (see conversion reviews per Foo). Not with -single-version.")
 	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
 	fs.BoolVar(&o.deploymentController, "deployment-controller", true,
 		"Run kube-controller-manager's Deployment and ReplicaSet controllers. false: no Foo ever becomes Ready, and the bench waits instead for every Foo's status to be written for its generation; at N=100,000 those controllers take about an hour (see docs/performance.md). Only with the bench's own control plane (KUBECONFIG unset) and -floor=false.")
@@ -334,6 +338,9 @@ func (o options) validate(ownControlPlane bool) error {
 			}
 			seen[n] = true
 		}
+	}
+	if o.createInV1alpha1 && o.singleVersion {
+		return errors.New("-create-in-v1alpha1 needs v1alpha1 served: not with -single-version")
 	}
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
@@ -458,6 +465,7 @@ func run(ctx context.Context, o options) (err error) {
 	if c.foo, err = clientset.NewForConfig(cfg); err != nil {
 		return err
 	}
+	c.inV1alpha1 = o.createInV1alpha1
 
 	logPath, _ := filepath.Abs("_output/bench-controller.log")
 	_ = os.Remove(logPath)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
@@ -39,6 +40,25 @@ const (
 type clients struct {
 	kube kubernetes.Interface
 	foo  clientset.Interface
+	// inV1alpha1: the converge phase creates its Foos in v1alpha1.
+	inV1alpha1 bool
+}
+
+// createFoo creates one of the converge phase's Foos: in v1beta1, or, with
+// c.inV1alpha1, in v1alpha1, as a cluster from before v1beta1 holds them.
+func (c clients) createFoo(ctx context.Context, ns, name string, replicas int32) error {
+	if c.inV1alpha1 {
+		_, err := c.foo.SamplecontrollerV1alpha1().Foos(ns).Create(ctx, &samplev1alpha1.Foo{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       samplev1alpha1.FooSpec{DeploymentName: name + depSuffix, Replicas: ptr.To(replicas), Image: image},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	_, err := c.foo.SamplecontrollerV1beta1().Foos(ns).Create(ctx, &samplev1beta1.Foo{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: name + depSuffix, Replicas: ptr.To(replicas), Image: image}},
+	}, metav1.CreateOptions{})
+	return err
 }
 
 func progress(format string, args ...any) {
@@ -347,10 +367,7 @@ func converge(ctx context.Context, c clients, ctrl measured, pl plane, p placeme
 	t0 := time.Now()
 	err = parallel(n, workers, func(i int) error {
 		name := fmt.Sprintf("foo-%d", i)
-		_, err := c.foo.SamplecontrollerV1beta1().Foos(p.of[i]).Create(ctx, &samplev1beta1.Foo{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       samplev1beta1.FooSpec{Deployment: samplev1beta1.DeploymentSpec{Name: name + depSuffix, Replicas: ptr.To(replicas), Image: image}},
-		}, metav1.CreateOptions{})
+		err := c.createFoo(ctx, p.of[i], name, replicas)
 		if err == nil {
 			created.mark(name, time.Now())
 		}
@@ -793,7 +810,7 @@ func pct(d []time.Duration, p float64) float64 {
 // carries it: the latency a user sees with n Foos in the caches.
 func editOne(ctx context.Context, c clients, ns, name string) (figures, error) {
 	t0 := time.Now()
-	patch := fmt.Sprintf(`{"spec":{"image":%q}}`, editedImage)
+	patch := fmt.Sprintf(`{"spec":{"deployment":{"image":%q}}}`, editedImage)
 	if _, err := c.foo.SamplecontrollerV1beta1().Foos(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return nil, err
 	}

@@ -504,11 +504,36 @@ func TestConversionWebhookOutage(t *testing.T) {
 		}
 	}
 
+	// A Foo written through v1alpha1: its creator's managed fields are
+	// recorded in v1alpha1.
+	if _, err := alpha.Create(s.ctx, &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "old"},
+		Spec: samplev1alpha1.FooSpec{DeploymentName: "web-old"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	statusApply := func(name string) error {
+		_, err := beta.ApplyStatus(s.ctx, applyv1beta1.Foo(name, s.ns).WithStatus(applyv1beta1.FooStatus().WithReplicas(1)),
+			metav1.ApplyOptions{FieldManager: "status-writer", Force: true})
+		return err
+	}
+
 	// Down.
 	stop()
 	if _, err := beta.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"spec":{"deployment":{"replicas":42}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("a v1beta1 write with the webhook down: %v", err)
 	}
+	// Server-side apply tracks each manager's fields in the version it
+	// wrote in: applying in v1beta1 to the Foo written through v1alpha1
+	// converts it to v1alpha1, and fails with the webhook down (as the
+	// controller's status applies would); the Foo written in v1beta1 only
+	// takes it.
+	if err := statusApply("a"); err != nil {
+		t.Fatalf("a v1beta1 status apply, webhook down, to a Foo written in v1beta1 only: %v", err)
+	}
+	err = statusApply("old")
+	if err == nil || !strings.Contains(err.Error(), "conversion webhook") {
+		t.Fatalf("a v1beta1 status apply, webhook down, to a Foo written through v1alpha1: %v, want the conversion webhook's error", err)
+	}
+	t.Logf("a v1beta1 status apply with the webhook down, to a Foo written through v1alpha1: %v", err)
 	if _, err := beta.List(s.ctx, metav1.ListOptions{}); err != nil {
 		t.Fatalf("a v1beta1 list with the webhook down: %v", err)
 	}
@@ -555,12 +580,12 @@ func TestConversionWebhookOutage(t *testing.T) {
 	}
 	s.eventually(time.Minute, "a v1alpha1 list after the restart", func() (bool, string) {
 		list, err := alpha.List(s.ctx, metav1.ListOptions{})
-		return err == nil && len(list.Items) == 21, fmt.Sprint(err)
+		return err == nil && len(list.Items) == 22, fmt.Sprint(err)
 	})
 	time.Sleep(2 * time.Second)
-	t.Logf("the API server restarted with 21 Foos stored: %d reviews, %d objects, at most %d in one", reviews.Load()-r0, objects.Load()-o0, largest.Load())
+	t.Logf("the API server restarted with 22 Foos stored: %d reviews, %d objects, at most %d in one", reviews.Load()-r0, objects.Load()-o0, largest.Load())
 	// Its cache of v1alpha1 filled one Foo per review.
-	if objects.Load()-o0 < 21 || largest.Load() != 1 {
+	if objects.Load()-o0 < 22 || largest.Load() != 1 {
 		t.Errorf("the API server's restart: %d objects converted, at most %d in one review; want every Foo, one per review", objects.Load()-o0, largest.Load())
 	}
 }
@@ -602,8 +627,11 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	if err := fooscheme.Scheme.Convert(foo, &hub, nil); err != nil {
 		t.Fatal(err)
 	}
+	// As the previous release applied it: the owner reference in
+	// v1alpha1, and neither minReadySeconds nor progressDeadlineSeconds.
 	desired := plan.DesiredDeployment(&hub)
 	desired.OwnerReferences[0].APIVersion = ptr.To(samplev1alpha1.GroupVersion.String())
+	desired.Spec.MinReadySeconds, desired.Spec.ProgressDeadlineSeconds = nil, nil
 	dep, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, desired, metav1.ApplyOptions{FieldManager: controllerFieldManager, Force: true})
 	if err != nil {
 		t.Fatal(err)

@@ -978,7 +978,8 @@ func TestWebhookNotReadyWithoutItsSecret(t *testing.T) {
 // webhook gives (Service, namespace, port, path) are those artifacts/deploy
 // serves it at: a Service of that name and namespace whose port sends to the
 // container port the controller's -webhook-bind-address listens on, selecting
-// the controller's pods. Written in four files, checked together here.
+// the controller's pods, not yet ready ones too. Written in four files,
+// checked together here.
 func TestDeployServesTheCRDsWebhook(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, "artifacts", "examples", "crd.yaml"))
 	if err != nil {
@@ -1000,6 +1001,14 @@ func TestDeployServesTheCRDsWebhook(t *testing.T) {
 	svc := objectOf(t, objs, "Service", name)
 	if svc.GetNamespace() != namespace {
 		t.Fatalf("Service %s is in %q, the CRD names %q", name, svc.GetNamespace(), namespace)
+	}
+	// A replica's first list of Foos stored in v1alpha1 goes through this
+	// webhook, and it is ready only after that list: a Service of ready
+	// replicas alone would never let the first one start
+	// (TestUpgradeToV1beta1Storage points the CRD at the controller it is
+	// starting, not yet ready, as this Service does).
+	if pnra, _, _ := unstructured.NestedBool(svc.Object, "spec", "publishNotReadyAddresses"); !pnra {
+		t.Errorf("Service %s routes to ready replicas only: an upgrade from a release without the webhook could never finish", name)
 	}
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
 	var targetPort string

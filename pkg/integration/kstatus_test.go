@@ -255,7 +255,7 @@ func TestKstatusThroughScaleAndRollout(t *testing.T) {
 // may wait 2 s) is InProgress, not Current: the CRD defaults
 // status.observedGeneration to 0, and kstatus compares it with the
 // generation. Without the default, kstatus reads a Foo with no status at
-// all as Current, before its Deployment exists.
+// all as Current, before its Deployment exists. In both versions.
 func TestKstatusBeforeTheFirstStatus(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
@@ -264,6 +264,15 @@ func TestKstatusBeforeTheFirstStatus(t *testing.T) {
 	t.Logf("kstatus of a Foo no controller has seen: %s", k)
 	if k.result.Status != status.InProgressStatus || k.generation != 1 || k.observedGeneration != 0 {
 		t.Errorf("want InProgress at generation 1, observed 0; got %s", k)
+	}
+	// The same in v1alpha1, through the conversion webhook, which must
+	// write the 0 out (a GitOps tool reads the version of its manifest).
+	u, err := s.dyn.Resource(fooV1alpha1GVR).Namespace(s.ns).Get(s.ctx, "unseen", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := computeKstatus(t, u); k.result.Status != status.InProgressStatus {
+		t.Errorf("in v1alpha1: want InProgress; got %s", k)
 	}
 
 	// Then the controller reports, and kstatus follows it to Current.

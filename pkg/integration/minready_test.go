@@ -18,12 +18,14 @@ import (
 
 // TestMinReadySeconds walks spec.deployment.minReadySeconds, the field only
 // v1beta1 has, through the real API server: declared, it is the
-// Deployment's, and another writer's value is put back; from 600 on, where
-// the API server wants progressDeadlineSeconds above it, the controller
-// declares a deadline ten minutes beyond and the Deployment is accepted;
-// back below 600 the deadline is released and the API server's default
-// returns; written through v1alpha1's annotation, it arrives too; unset,
-// 0. Replicas 0: nothing waits minReadySeconds to become available.
+// Deployment's, with progressDeadlineSeconds ten minutes beyond (the API
+// server wants it above), and another writer's value of either is put
+// back; at 700, past the default deadline of 600, the Deployment is
+// accepted; written through v1alpha1's annotation, it arrives too; unset,
+// the deadline is released and the API server's default returns, and
+// another writer's deadline stays, until a minReadySeconds above it
+// replaces it in the same apply. Replicas 0: nothing waits minReadySeconds to become
+// available.
 func TestMinReadySeconds(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
@@ -46,11 +48,11 @@ func TestMinReadySeconds(t *testing.T) {
 		t.Helper()
 		s.updateFoo("web", func(f *samplev1beta1.Foo) { f.Spec.Deployment.MinReadySeconds = seconds })
 	}
-	deployment(30, 600)
+	deployment(30, 630)
 	s.waitConverged("web", time.Minute)
 
 	s.editDeployment("web", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 5 })
-	deployment(30, 600)
+	deployment(30, 630)
 
 	setMinReady(700)
 	deployment(700, 1300)
@@ -59,16 +61,26 @@ func TestMinReadySeconds(t *testing.T) {
 	deployment(700, 1300)
 
 	setMinReady(100)
-	deployment(100, 600)
+	deployment(100, 700)
 
 	// A v1alpha1 client sets it in the annotation that carries it.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, samplev1alpha1.V1beta1SpecAnnotation, `{"deployment":{"minReadySeconds":45}}`)
 	if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deployment(45, 600)
+	deployment(45, 645)
 
 	setMinReady(0)
 	deployment(0, 600)
+	s.waitConverged("web", time.Minute)
+
+	// Unset, the deadline is not the controller's: another writer's
+	// stays; a minReadySeconds above it then replaces it in the same
+	// apply, not refused for it.
+	s.editDeployment("web", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](150) })
+	time.Sleep(2 * time.Second)
+	deployment(0, 150)
+	setMinReady(300)
+	deployment(300, 900)
 	s.waitConverged("web", time.Minute)
 }

@@ -20,7 +20,12 @@ import (
 	"example.com/foo-controller/pkg/plan"
 )
 
-var fooGVR = schema.GroupVersionResource{Group: samplev1beta1.GroupName, Version: "v1alpha1", Resource: "foos"}
+// fooGVR is the version the controller works in, and kubectl's default;
+// fooV1alpha1GVR the first version, still served.
+var (
+	fooGVR         = schema.GroupVersionResource{Group: samplev1beta1.GroupName, Version: "v1beta1", Resource: "foos"}
+	fooV1alpha1GVR = schema.GroupVersionResource{Group: samplev1beta1.GroupName, Version: "v1alpha1", Resource: "foos"}
+)
 
 func TestCreateConverges(t *testing.T) {
 	t.Parallel()
@@ -401,7 +406,7 @@ func TestInvalidFoosAreRejected(t *testing.T) {
 			obj.Object["spec"] = tc.spec
 		}
 		// Strict field validation is what kubectl asks for by default.
-		_, err := s.dyn.Resource(fooGVR).Namespace(s.ns).Create(s.ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+		_, err := s.dyn.Resource(fooV1alpha1GVR).Namespace(s.ns).Create(s.ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
 		switch {
 		case err == nil:
 			t.Errorf("%s: accepted", tc.name)

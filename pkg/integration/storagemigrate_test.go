@@ -67,7 +67,6 @@ func (c *cluster) storedVersionsOf(ctx context.Context, ns string) (map[string]s
 	return out, nil
 }
 
-// countVersions counts Foos by the version they are stored in.
 // previousRelease makes the installed CRD the one a release before this
 // one shipped: v1alpha1 its storage version and the only version ever
 // stored (status.storedVersions), serving the versions named; with
@@ -99,6 +98,7 @@ func previousRelease(t *testing.T, s *scenario, ext apiextensions.Interface, ser
 	}
 }
 
+// countVersions counts Foos by the version they are stored in.
 func countVersions(stored map[string]string) map[string]int {
 	n := map[string]int{}
 	for _, v := range stored {

@@ -67,13 +67,14 @@ const DefaultProgressDeadlineSeconds = int32(600)
 
 // ProgressDeadline is the spec.progressDeadlineSeconds the controller
 // declares for foo's Deployment, or nil to leave the field to its default
-// (or to whoever set it). Only a minReadySeconds at or above the default
-// needs one, or the API server refuses the Deployment; it is then the
-// default's ten minutes beyond minReadySeconds: a pod becomes available
-// minReadySeconds after it is ready, and a rollout must not be reported
-// stalled for that wait alone.
+// (or to whoever set it): a Foo with a minReadySeconds gets the default's
+// ten minutes beyond it. A pod becomes available minReadySeconds after it
+// is ready, so a rollout must not be reported stalled for that wait alone,
+// and the API server refuses a deadline that is not above it: at 600 and
+// more, the default would be refused, and below it another writer's
+// shorter deadline could be.
 func ProgressDeadline(foo *samplev1beta1.Foo) *int32 {
-	if m := foo.Spec.Deployment.MinReadySeconds; m >= DefaultProgressDeadlineSeconds {
+	if m := foo.Spec.Deployment.MinReadySeconds; m > 0 {
 		return ptr.To(m + DefaultProgressDeadlineSeconds)
 	}
 	return nil

@@ -213,7 +213,7 @@ func TestDrift(t *testing.T) {
 		{"labels", func(d *appsv1.Deployment) { d.Labels = map[string]string{"x": "y"} }, []string{"labels"}},
 		{"template labels", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, ManagedByLabel) }, []string{"template labels"}},
 		{"minReadySeconds", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = 10 }, []string{"minReadySeconds"}},
-		{"progressDeadlineSeconds not ours below minReadySeconds 600", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](90) }, nil},
+		{"progressDeadlineSeconds not ours without minReadySeconds", func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To[int32](90) }, nil},
 		{"owner", func(d *appsv1.Deployment) { d.OwnerReferences = nil }, []string{"owner"}},
 		{"owner named in v1alpha1 (written before v1beta1)", func(d *appsv1.Deployment) {
 			d.OwnerReferences[0].APIVersion = "samplecontroller.example.com/v1alpha1"
@@ -549,8 +549,8 @@ func TestDesiredDeployment(t *testing.T) {
 	if got := *DesiredDeployment(foo).Spec.MinReadySeconds; got != 30 {
 		t.Errorf("minReadySeconds: got %d, want 30", got)
 	}
-	if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; got != nil {
-		t.Errorf("progressDeadlineSeconds declared for minReadySeconds 30: %d", *got)
+	if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; got == nil || *got != 630 {
+		t.Errorf("progressDeadlineSeconds for minReadySeconds 30: %v, want 630", got)
 	}
 	// Only owned fields: nothing the API server defaults.
 	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Spec.RestartPolicy != "" {
@@ -560,14 +560,15 @@ func TestDesiredDeployment(t *testing.T) {
 
 // TestProgressDeadline: the API server refuses a Deployment whose
 // progressDeadlineSeconds (600 by default) is not above minReadySeconds,
-// so from 600 on the controller declares one, ten minutes above, and owns
-// it: another value is drift. Below 600 it is not the controller's.
+// so with a minReadySeconds the controller declares one, ten minutes
+// above, and owns it: another value is drift. Without, it is not the
+// controller's.
 func TestProgressDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		minReady int32
 		want     *int32
 	}{
-		{0, nil}, {599, nil}, {600, ptr.To[int32](1200)}, {3600, ptr.To[int32](4200)},
+		{0, nil}, {1, ptr.To[int32](601)}, {599, ptr.To[int32](1199)}, {600, ptr.To[int32](1200)}, {3600, ptr.To[int32](4200)},
 	} {
 		foo := testFoo()
 		foo.Spec.Deployment.MinReadySeconds = tc.minReady
@@ -582,7 +583,7 @@ func TestProgressDeadline(t *testing.T) {
 		if drift := Drift(foo, NewDeploymentView(d)); len(drift) != 0 {
 			t.Errorf("minReadySeconds %d: drift %v from the Deployment it declares", tc.minReady, drift)
 		}
-		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](601)
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](7)
 		drift := Drift(foo, NewDeploymentView(d))
 		if got := slices.Contains(drift, "progressDeadlineSeconds"); got != (tc.want != nil) {
 			t.Errorf("minReadySeconds %d, another writer's progressDeadlineSeconds: drift %v", tc.minReady, drift)

@@ -107,10 +107,10 @@ func StalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition
 		// again. Its pods are selected by the earlier Foo's UID, and a
 		// selector cannot change, so it cannot be adopted.
 		c.Reason = samplev1beta1.ReasonDeploymentConflict
-		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo that no longer owns it (deleted with deletionPolicy: Orphan, or --cascade=orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deploymentName", foo.Spec.Deployment.Name)
+		c.Message = fmt.Sprintf("Deployment %q was left by an earlier Foo that no longer owns it (deleted with deletionPolicy: Orphan, or --cascade=orphan) and selects that Foo's pods; a selector cannot change, so this Foo cannot adopt it: delete it (its pods go with it), or choose another spec.deployment.name", foo.Spec.Deployment.Name)
 	case obs.Conflict:
 		c.Reason = samplev1beta1.ReasonDeploymentConflict
-		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deploymentName", foo.Spec.Deployment.Name)
+		c.Message = fmt.Sprintf("Deployment %q already exists and is not controlled by this Foo; delete or rename it, or choose another spec.deployment.name", foo.Spec.Deployment.Name)
 	case !isOurs(obs):
 		return nil
 	case slices.Contains(obs.Overridden, "replicas"):

@@ -359,7 +359,7 @@ func TestDeploymentViewDrops(t *testing.T) {
 	want := fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","uid":"00000000-0000-4000-8000-000000000001",`+
 		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},"annotations":{%q:"team"},`+
 		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
-		`"spec":{"replicas":%d,"minReadySeconds":30,"progressDeadlineSeconds":600,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
+		`"spec":{"replicas":%d,"minReadySeconds":30,"progressDeadlineSeconds":630,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
 		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}]},{"name":"sidecar"}]}}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
 		`"conditions":[{"type":"Available","status":"False","reason":"MinimumReplicasUnavailable"},`+

@@ -140,7 +140,7 @@ type FooStatus struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	ObservedGeneration int64 `json:"observedGeneration"` // not omitempty: the conversion webhook must write out the 0 that tells kstatus "not reported on yet"
+	ObservedGeneration int64 `json:"observedGeneration"` // not omitempty: the API server defaults it in the stored version only, so the 0 that tells kstatus "not reported on yet" must survive conversion
 
 	// Replicas is the number of pods the Deployment has (the status side of
 	// the scale subresource).

@@ -12,8 +12,8 @@ import (
 //
 // The version the controller works in and the API server stores: a Foo
 // written in v1alpha1 is converted to it on the way in, through the
-// conversion webhook the controller serves, so the controller's own reads,
-// watches and writes never wait on that webhook (docs/evolving-the-api.md).
+// conversion webhook the controller serves, and the controller reads and
+// watches Foos stored in v1beta1 without it (docs/evolving-the-api.md).
 //
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -152,7 +152,7 @@ type FooStatus struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	ObservedGeneration int64 `json:"observedGeneration"` // not omitempty: the conversion webhook must write out the 0 that tells kstatus "not reported on yet"
+	ObservedGeneration int64 `json:"observedGeneration"` // not omitempty: the API server defaults it in the stored version only, so the 0 that tells kstatus "not reported on yet" must survive conversion
 
 	// Replicas is the number of pods the Deployment has (the status side of
 	// the scale subresource).

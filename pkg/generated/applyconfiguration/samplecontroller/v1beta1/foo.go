@@ -35,8 +35,8 @@ import (
 //
 // The version the controller works in and the API server stores: a Foo
 // written in v1alpha1 is converted to it on the way in, through the
-// conversion webhook the controller serves, so the controller's own reads,
-// watches and writes never wait on that webhook (docs/evolving-the-api.md).
+// conversion webhook the controller serves, and the controller reads and
+// watches Foos stored in v1beta1 without it (docs/evolving-the-api.md).
 type FooApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
