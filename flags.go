@@ -87,7 +87,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0",
-		`Address to serve the CRD conversion webhook on (HTTPS, path /convert; docs/evolving-the-api.md), e.g. ":9443". Every replica serves it, leader or not. "0" (the default) disables it: artifacts/deploy serves it on ":9443", make run on 127.0.0.1:9443. Without it, v1beta1 requests fail unless another replica serves it.`)
+		`Address to serve the CRD conversion webhook on (HTTPS, path /convert; docs/evolving-the-api.md), e.g. ":9443". Every replica serves it, leader or not. "0" (the default) disables it: artifacts/deploy serves it on ":9443", make run on 127.0.0.1:9443. Without it, v1alpha1 requests, and server-side applies to Foos written through v1alpha1, fail unless another replica serves it.`)
 	fs.StringVar(&o.webhookSecret, "webhook-secret", "foo-controller-webhook-cert",
 		"Secret, in the -leader-elect-namespace, holding the webhook's CA and serving certificate: created, renewed, and injected into the CRD's conversion caBundle by the controller.")
 	fs.Func("webhook-hosts", "Comma-separated names or IP addresses the API server reaches the webhook at; its certificate is issued for them. Default: foo-controller-webhook.NAMESPACE.svc in a cluster, 127.0.0.1,localhost outside one.",

@@ -67,8 +67,9 @@ awk '
     { print }
     /^spec:$/ && !done {
         print "  # Needs the webhook of artifacts/deploy (the Service below) running:"
-        print "  # without it, requests in v1beta1 (kubectl'"'"'s default, the preferred"
-        print "  # version) fail. make run and the tests point it at their own by URL."
+        print "  # without it, requests in v1alpha1 fail, and so do server-side applies"
+        print "  # to Foos written through v1alpha1, and reads of Foos still stored in"
+        print "  # v1alpha1. make run and the tests point it at their own by URL."
         print "  conversion:"
         print "    strategy: Webhook"
         print "    webhook:"

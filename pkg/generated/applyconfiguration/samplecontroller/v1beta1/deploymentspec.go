@@ -41,11 +41,12 @@ type DeploymentSpecApplyConfiguration struct {
 	// controller's own, which they may not override (see v1alpha1's
 	// spec.podLabels).
 	PodLabels map[string]string `json:"podLabels,omitempty"`
-	// MinReadySeconds is how long a new pod must be ready before it counts
-	// as available (the Deployment's spec.minReadySeconds). From 600 on,
-	// the Deployment's progressDeadlineSeconds, which must be greater, is
-	// set to minReadySeconds + 600. New in v1beta1: a v1alpha1 client sees
-	// it in the annotation samplecontroller.example.com/v1beta1-spec.
+	// MinReadySeconds is how long a pod must have been ready before it
+	// counts as available (the Deployment's spec.minReadySeconds): raised,
+	// pods already running count as unavailable until they have been ready
+	// that long. Set, the Deployment's progressDeadlineSeconds, which must
+	// be greater, is minReadySeconds + 600. New in v1beta1: a v1alpha1
+	// client sees it in the annotation samplecontroller.example.com/v1beta1-spec.
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 }
 
