@@ -147,9 +147,11 @@ type DeploymentSpec struct {
 const MaxMinReadySeconds = 3600
 
 // FooStatus is the observed state of a Foo, written only by the controller.
-// It is v1alpha1's, field for field (see there).
+// The same in both versions: conversion copies it.
 type FooStatus struct {
 	// ObservedGeneration is the metadata.generation this status describes.
+	// Until it equals metadata.generation, the rest of the status is stale;
+	// 0 until the controller first reports.
 	//
 	// +optional
 	// +kubebuilder:default=0
@@ -177,8 +179,10 @@ type FooStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
-	// Conditions describe the Foo's state in the kstatus conventions
-	// (docs/conditions.md).
+	// Conditions describe the Foo's state, in the kstatus conventions
+	// (sigs.k8s.io/cli-utils/pkg/kstatus) that kubectl wait, Flux and kpt
+	// read: Available and Ready are always present; Reconciling and
+	// Stalled only while True. See docs/conditions.md.
 	//
 	// +optional
 	// +listType=map

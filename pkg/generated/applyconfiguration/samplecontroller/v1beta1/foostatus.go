@@ -26,9 +26,11 @@ import (
 // with apply.
 //
 // FooStatus is the observed state of a Foo, written only by the controller.
-// It is v1alpha1's, field for field (see there).
+// The same in both versions: conversion copies it.
 type FooStatusApplyConfiguration struct {
 	// ObservedGeneration is the metadata.generation this status describes.
+	// Until it equals metadata.generation, the rest of the status is stale;
+	// 0 until the controller first reports.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Replicas is the number of pods the Deployment has (the status side of
 	// the scale subresource).
@@ -40,8 +42,10 @@ type FooStatusApplyConfiguration struct {
 	// Selector is the label selector of the Deployment's pods, in string
 	// form, for the scale subresource.
 	Selector *string `json:"selector,omitempty"`
-	// Conditions describe the Foo's state in the kstatus conventions
-	// (docs/conditions.md).
+	// Conditions describe the Foo's state, in the kstatus conventions
+	// (sigs.k8s.io/cli-utils/pkg/kstatus) that kubectl wait, Flux and kpt
+	// read: Available and Ready are always present; Reconciling and
+	// Stalled only while True. See docs/conditions.md.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
