@@ -418,10 +418,12 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 // whether or not any client reads v1alpha1; lists in v1alpha1 are served
 // from that cache with no review; when the API server starts, it fills the
 // cache one Foo per review. With the webhook down, reads and writes in
-// v1beta1 go on, the controller's and kubectl's default; reads in v1alpha1
-// fail; deleting a namespace holding Foos goes (the namespace controller
-// lists them in the preferred version, v1beta1, the stored one). Back up
-// at the same address, v1alpha1 reads see the writes made meanwhile.
+// v1beta1 go on, the controller's and kubectl's default, but for a
+// server-side apply to a Foo written through v1alpha1 (its managed fields
+// are tracked in v1alpha1); reads in v1alpha1 fail; deleting a namespace
+// holding Foos goes (the namespace controller lists them in the preferred
+// version, v1beta1, the stored one). Back up at the same address, v1alpha1
+// reads see the writes made meanwhile.
 func TestConversionWebhookOutage(t *testing.T) {
 	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
 	s := newScenarioOn(t, cl)
