@@ -22,21 +22,36 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
+	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/storagemigrate"
 )
+
+// fooCRD is the CRD whose field paths this command knows how to move.
+const fooCRD = "foos.samplecontroller.example.com"
+
+// fooFields moves Foos' managed-fields entries recorded in v1alpha1 to
+// v1beta1 (docs/evolving-the-api.md, section 9).
+var fooFields = []storagemigrate.FieldsConversion{
+	{From: v1alpha1.GroupVersion.String(), To: v1beta1.GroupVersion.String(), Convert: v1alpha1.FieldsToV1beta1},
+}
 
 func main() {
 	klog.InitFlags(nil)
 	kubeconfig := flag.String("kubeconfig", "", "Path to a kubeconfig. Default: $KUBECONFIG, then ~/.kube/config, then in-cluster.")
-	crd := flag.String("crd", "foos.samplecontroller.example.com", "The CRD whose objects to migrate.")
+	crd := flag.String("crd", fooCRD, "The CRD whose objects to migrate.")
 	method := flag.String("method", string(storagemigrate.Auto), "auto (StorageVersionMigration where the API server serves it, else rewrite), storageversionmigration or rewrite.")
 	timeout := flag.Duration("timeout", 30*time.Minute, "Give up after this long.")
 	settle := flag.Duration("settle", time.Minute, "How long the API server must have stored in the new version before anything is written (requests begun on the old storage end within its request timeout, a minute by default).")
 	qps := flag.Float64("kube-api-qps", 50, "Requests per second to the API server (the rewrite writes each object once).")
 	burst := flag.Int("kube-api-burst", 100, "Burst of requests to the API server.")
 	force := flag.Bool("force", false, "Migrate even when the CRD's storedVersions name the storage version alone (storedVersions trimmed too early: docs/evolving-the-api.md, section 8).")
+	managedFields := flag.Bool("managed-fields", true, "Move the Foos' managed-fields entries recorded in v1alpha1 to v1beta1, as the stored objects are (docs/evolving-the-api.md, section 9); also when every Foo is stored in v1beta1 already. Ignored for another -crd.")
 	flag.Parse()
 	o := storagemigrate.Options{Method: storagemigrate.Method(*method), Settle: *settle, Force: *force}
+	if *managedFields && *crd == fooCRD {
+		o.ManagedFields = fooFields
+	}
 	if err := run(*kubeconfig, *crd, o, float32(*qps), *burst, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate-storage:", err)
 		os.Exit(1)
@@ -76,7 +91,10 @@ func run(kubeconfig, crd string, o storagemigrate.Options, qps float32, burst in
 		fmt.Printf("storage version %s; storedVersions were %v; StorageVersionMigration %s\n",
 			res.StorageVersion, res.StoredVersionsBefore, res.Migration)
 	case err == nil:
-		fmt.Printf("storage version %s; storedVersions %v: nothing to migrate\n", res.StorageVersion, res.StoredVersionsBefore)
+		fmt.Printf("storage version %s; storedVersions %v: every object stored in it already\n", res.StorageVersion, res.StoredVersionsBefore)
+	}
+	if len(o.ManagedFields) > 0 && (err == nil || res.FieldsMoved > 0) {
+		fmt.Printf("managed fields recorded in an older version moved to %s on %d objects\n", res.StorageVersion, res.FieldsMoved)
 	}
 	if err == nil && res.Method != "" {
 		fmt.Printf("storedVersions now [%s]\n", res.StorageVersion)

@@ -701,9 +701,14 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 
 	// The migration.
 	clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
-	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond})
+	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, ManagedFields: fooFields})
 	if err != nil || res.Method != storagemigrate.Rewrite {
 		t.Fatalf("the migration: %+v, %v", res, err)
+	}
+	// Every Foo was created through v1alpha1: the rewrite moved their
+	// managed fields to v1beta1 in the same write.
+	if res.FieldsMoved != untouched+1 || res.Written != untouched+1 {
+		t.Errorf("the migration wrote %d Foos, moved the managed fields of %d; want all %d, both", res.Written, res.FieldsMoved, untouched+1)
 	}
 	if got := stored(); !maps.Equal(got, map[string]int{"v1beta1": untouched + 1}) {
 		t.Errorf("after the migration: stored %v, want every Foo in v1beta1", got)

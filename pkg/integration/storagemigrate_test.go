@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/storagemigrate"
 	"example.com/foo-controller/pkg/webhook"
@@ -138,7 +139,7 @@ func TestStorageMigration(t *testing.T) {
 			clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
 			// Pages of 10: the rewrite goes through several. A settle of
 			// 2 s: nothing else writes Foos here.
-			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10}
+			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10, ManagedFields: fooFields}
 			ctx := klog.NewContext(s.ctx, klog.Background().WithName(tc.name))
 			// storeIn makes version the CRD's storage version.
 			storeIn := func(version string) {
@@ -178,8 +179,19 @@ func TestStorageMigration(t *testing.T) {
 			if _, err := beta.Create(s.ctx, withField, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := state(); !maps.Equal(got, map[string]int{"v1alpha1": n + 1}) {
-				t.Fatalf("before the storage version changed: stored %v, want all %d in v1alpha1", got, n+1)
+			// Foos written through v1alpha1: their managed fields are
+			// recorded in v1alpha1, and moved by the migration.
+			const throughAlpha = 10
+			for i := range throughAlpha {
+				if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, &samplev1alpha1.Foo{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("alpha-%d", i)},
+					Spec:       samplev1alpha1.FooSpec{DeploymentName: "alpha", PodLabels: map[string]string{"tier": "web"}},
+				}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, _ := state(); !maps.Equal(got, map[string]int{"v1alpha1": n + 1 + throughAlpha}) {
+				t.Fatalf("before the storage version changed: stored %v, want all %d in v1alpha1", got, n+1+throughAlpha)
 			}
 			res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts)
 			if err != nil || res.Method != "" {
@@ -216,6 +228,12 @@ func TestStorageMigration(t *testing.T) {
 			t.Logf("before the migration: %d Foos, stored %v", total, storedBefore)
 
 			var stuck string // the StorageVersionMigration left running, if any
+			// What the failed run did: a Foo whose managed fields it
+			// moved is written, webhook down or not, when the API server
+			// holds it converted already (its watch cache of v1beta1): it
+			// is stored in v1beta1 from then on. One it writes unchanged
+			// is compared with what etcd holds, which takes the webhook.
+			var failed storagemigrate.Result
 			{
 				// The webhook down: each Foo stored in v1alpha1 must be
 				// converted to be written in v1beta1. It fails, and
@@ -235,7 +253,9 @@ func TestStorageMigration(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error does not say %q", want)
 				}
-				stuck = res.Migration
+				stuck, failed = res.Migration, res
+				storedBefore, _ = state()
+				t.Logf("with the webhook down: written %d, managed fields moved on %d; stored now %v", res.Written, res.FieldsMoved, storedBefore)
 				if _, sv := state(); !slices.Equal(sv, []string{"v1alpha1", "v1beta1"}) {
 					t.Fatalf("storedVersions %v after a failed migration, want [v1alpha1 v1beta1] kept", sv)
 				}
@@ -253,6 +273,9 @@ func TestStorageMigration(t *testing.T) {
 			t.Logf("migrated in %v: %+v", time.Since(start).Round(time.Millisecond), res)
 			if res.Method != tc.method {
 				t.Errorf("auto chose %q, want %q", res.Method, tc.method)
+			}
+			if moved := failed.FieldsMoved + res.FieldsMoved; moved != throughAlpha {
+				t.Errorf("managed fields moved on %d Foos (%d with the webhook down), want the %d written through v1alpha1", moved, failed.FieldsMoved, throughAlpha)
 			}
 			if tc.method == storagemigrate.Rewrite && (res.Written != storedBefore["v1alpha1"] || res.Unchanged != storedBefore["v1beta1"]) {
 				t.Errorf("the rewrite wrote %d Foos and found %d stored in v1beta1; want the %d stored in v1alpha1 written, the %d in v1beta1 not",
@@ -290,6 +313,13 @@ func TestStorageMigration(t *testing.T) {
 						a.Name, b.Generation, b.Spec, b.Labels, b.Annotations, a.Generation, a.Spec, a.Labels, a.Annotations)
 				}
 			}
+			for _, foo := range after.Items {
+				for _, e := range foo.ManagedFields {
+					if e.APIVersion != samplev1beta1.GroupVersion.String() {
+						t.Errorf("Foo %s after the migration: the managed fields of %s (%s) in %s", foo.Name, e.Manager, e.Operation, e.APIVersion)
+					}
+				}
+			}
 			migrated, err := beta.Get(s.ctx, "beta", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -299,7 +329,7 @@ func TestStorageMigration(t *testing.T) {
 			}
 
 			// Again: nothing to do.
-			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil || res.Method != "" {
+			if res, err := storagemigrate.Migrate(ctx, clients, fooCRD, opts); err != nil || res.Method != "" || res.Written != 0 {
 				t.Errorf("run again: %+v, %v; want nothing done", res, err)
 			}
 

@@ -8,20 +8,28 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
 
-// rewrite writes every object of the CRD back unchanged, in pages, in the
-// storage version (no conversion on the way for objects already in it).
-func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, res *Result, pageSize int64) error {
+// rewrite writes objects of the CRD back in the storage version, in pages,
+// their managed fields moved by o.ManagedFields: every object (all), for
+// the rewrite that stores them in the storage version (no conversion on
+// the way for objects already in it), or only those whose managed fields
+// move, after a migration that stored them already.
+func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, res *Result, o Options, all bool) error {
 	logger := klog.FromContext(ctx)
 	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: res.StorageVersion, Resource: crd.Spec.Names.Plural}
 	client := dyn.Resource(gvr)
 	failed := 0
 	var firstErrs []error
-	opts := metav1.ListOptions{Limit: pageSize}
+	left := "storedVersions left as they were"
+	if !all {
+		left = "their managed fields left as they were"
+	}
+	opts := metav1.ListOptions{Limit: o.PageSize}
 	for {
 		page, err := client.List(ctx, opts)
 		if apierrors.IsResourceExpired(err) {
@@ -44,21 +52,15 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 		}
 		for i := range page.Items {
 			obj := &page.Items[i]
-			out, err := client.Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+			got, moved, err := writeAgain(ctx, client.Namespace(obj.GetNamespace()), obj, gvr.GroupVersion().String(), o.ManagedFields, all)
 			switch {
 			case ctx.Err() != nil:
-				return fmt.Errorf("stopped after %d written, %d already in it; storedVersions left as they were: %w", res.Written, res.Unchanged, context.Cause(ctx))
-			case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
-				res.Unchanged++
+				return fmt.Errorf("stopped after %d written, %d already in it; %s: %w", res.Written, res.Unchanged, left, context.Cause(ctx))
 			case err == nil:
-				res.Written++
-			case apierrors.IsNotFound(err):
-				res.Gone++
-			case apierrors.IsConflict(err):
-				// Written by another since the list, after the storage
-				// version settled: in the new version (as
-				// kube-controller-manager's migration reasons too).
-				res.Overtaken++
+				got.count(res)
+				if moved {
+					res.FieldsMoved++
+				}
 			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 				// Every other write would be refused as well.
 				return fmt.Errorf("writing %s/%s again: %w", obj.GetNamespace(), obj.GetName(), err)
@@ -71,14 +73,85 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 				}
 			}
 		}
-		logger.V(2).Info("Rewrote a page", "written", res.Written, "unchanged", res.Unchanged, "overtaken", res.Overtaken, "failed", failed)
+		logger.V(2).Info("Rewrote a page", "written", res.Written, "unchanged", res.Unchanged, "overtaken", res.Overtaken, "fieldsMoved", res.FieldsMoved, "failed", failed)
 		if opts.Continue = page.GetContinue(); opts.Continue == "" {
 			break
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d %s could not be written again (each logged), storedVersions left as they were; fix the cause (or the object, or delete it) and run again: %w",
-			failed, gvr.GroupResource(), errors.Join(firstErrs...))
+		return fmt.Errorf("%d %s could not be written again (each logged), %s; fix the cause (or the object, or delete it) and run again: %w",
+			failed, gvr.GroupResource(), left, errors.Join(firstErrs...))
 	}
 	return nil
+}
+
+// outcome is what became of one object.
+type outcome int
+
+const (
+	written   outcome = iota // stored again
+	unchanged                // nothing to write: in the storage version, its managed fields too
+	overtaken                // written by another since the list, after the storage version settled
+	gone                     // deleted since the list
+)
+
+func (o outcome) count(res *Result) {
+	switch o {
+	case written:
+		res.Written++
+	case unchanged:
+		res.Unchanged++
+	case overtaken:
+		res.Overtaken++
+	case gone:
+		res.Gone++
+	}
+}
+
+// conflictRetries bounds how often one object is read again after another
+// writer's change, to move its managed fields.
+const conflictRetries = 5
+
+// writeAgain writes obj back with its managed fields moved (if convs move
+// any), and reports whether they were. Without all, an object with none to
+// move is not written. The write carries the listed resourceVersion: an
+// object changed since was written in the storage version, and its managed
+// fields are read again to be moved (a writer in an old version may have
+// added an entry).
+func writeAgain(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, to string, convs []FieldsConversion, all bool) (outcome, bool, error) {
+	for attempt := 0; ; attempt++ {
+		moved, err := MoveManagedFields(obj, to, convs)
+		switch {
+		case err != nil:
+			return 0, false, err
+		case !moved && attempt > 0:
+			return overtaken, false, nil
+		case !moved && !all:
+			return unchanged, false, nil
+		}
+		out, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+		switch {
+		case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
+			return unchanged, false, nil
+		case err == nil:
+			return written, moved, nil
+		case apierrors.IsNotFound(err):
+			return gone, false, nil
+		case apierrors.IsConflict(err) && len(convs) > 0 && attempt < conflictRetries:
+			if obj, err = client.Get(ctx, obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return gone, false, nil
+			} else if err != nil {
+				return 0, false, err
+			}
+		case apierrors.IsConflict(err) && len(convs) > 0:
+			return 0, false, fmt.Errorf("changed by another writer %d times while its managed fields were moved; run again: %w", conflictRetries+1, err)
+		case apierrors.IsConflict(err):
+			// Written by another since the list, after the storage
+			// version settled: in the new version (as
+			// kube-controller-manager's migration reasons too).
+			return overtaken, false, nil
+		default:
+			return 0, false, err
+		}
+	}
 }

@@ -25,7 +25,9 @@
 //     trims storedVersions.
 //
 // Either way, nothing is written before the API server has stored in the
-// new version for a while (storing.go).
+// new version for a while (storing.go). With Options.ManagedFields, the
+// managed-fields entries recorded in an old version are moved to the
+// storage version too (managedfields.go), which the API server never does.
 package storagemigrate
 
 import (
@@ -85,6 +87,13 @@ type Options struct {
 	// Force migrates even when storedVersions name the storage version
 	// alone: for a storedVersions trimmed too early.
 	Force bool
+	// ManagedFields moves the managed-fields entries recorded in an older
+	// version to the storage version (managedfields.go), in the rewrite's
+	// write of each object, or, after a StorageVersionMigration or when
+	// every object is stored in the storage version already, in a write of
+	// each object that has such an entry. Default: none (entries stay in
+	// the version they were recorded in).
+	ManagedFields []FieldsConversion
 }
 
 func (o Options) withDefaults() Options {
@@ -116,8 +125,13 @@ type Result struct {
 	// found in the storage version already (the write changed nothing,
 	// so the API server stored nothing), written by another writer first
 	// (in the storage version, after the switch settled), and deleted
-	// while it went.
+	// while it went. With ManagedFields, the pass that moves managed
+	// fields after a StorageVersionMigration counts the same way, an
+	// object with no entry to move being unchanged.
 	Written, Unchanged, Overtaken, Gone int
+	// FieldsMoved counts the objects whose managed fields were moved
+	// (written, among Written).
+	FieldsMoved int
 	// Migration is the StorageVersionMigration's name.
 	Migration string
 }
@@ -150,6 +164,9 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 			// version from storedVersions as it began (svm.go,
 			// coOwnStoredVersions): storedVersions cannot be trusted.
 			logger.Info("storedVersions name the storage version alone, but a StorageVersionMigration is running: migrating all the same", "crd", crd, "storageVersion", res.StorageVersion)
+		case len(o.ManagedFields) > 0:
+			logger.Info("Every object is stored in the storage version; moving managed fields recorded in older versions", "crd", crd, "storageVersion", res.StorageVersion)
+			return res, rewrite(ctx, c.Dynamic, got, &res, o, false)
 		default:
 			logger.Info("Nothing to migrate: every object is stored in the storage version", "crd", crd, "storageVersion", res.StorageVersion)
 			return res, nil
@@ -186,9 +203,14 @@ func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, err
 		// Its trim, forced, made kube-controller-manager the only owner
 		// of storedVersions again: a migration created by anyone else
 		// next would have them dropped as it began (svm.go).
-		return res, coOwnStoredVersions(ctx, c.APIExtensions, crd)
+		if err := coOwnStoredVersions(ctx, c.APIExtensions, crd); err != nil || len(o.ManagedFields) == 0 {
+			return res, err
+		}
+		// kube-controller-manager's writes leave managed fields as they
+		// were.
+		return res, rewrite(ctx, c.Dynamic, got, &res, o, false)
 	}
-	if err := rewrite(ctx, c.Dynamic, got, &res, o.PageSize); err != nil {
+	if err := rewrite(ctx, c.Dynamic, got, &res, o, true); err != nil {
 		return res, err
 	}
 	return res, trim(ctx, c.APIExtensions, got)

@@ -1,0 +1,208 @@
+package storagemigrate
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+const (
+	alphaGV = "samplecontroller.example.com/v1alpha1"
+	betaGV  = "samplecontroller.example.com/v1beta1"
+)
+
+// renamed is a conversion of paths for the tests: v1alpha1's spec.old is
+// v1beta1's spec.new.
+var renamed = []FieldsConversion{{From: alphaGV, To: betaGV, Convert: func(s *fieldpath.Set) *fieldpath.Set {
+	out := fieldpath.NewSet()
+	for p := range s.All() {
+		if p.String() == ".spec.old" {
+			p = fieldpath.MakePathOrDie("spec", "new")
+		}
+		out.Insert(p)
+	}
+	return out
+}}}
+
+var t0 = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+
+func entry(manager string, op metav1.ManagedFieldsOperationType, gv, fields string, minute int) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, APIVersion: gv, FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(fields), Time: &metav1.Time{Time: t0.Add(time.Duration(minute) * time.Minute)}}
+}
+
+// withFields is a Foo, as read in v1beta1, with spec.new, spec.other and
+// status.replicas, and the entries given.
+func withFields(name string, entries ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
+	u := foo(name, "1")
+	u.Object["spec"] = map[string]any{"new": "x", "other": int64(1)}
+	u.Object["status"] = map[string]any{"replicas": int64(1)}
+	u.SetManagedFields(entries)
+	return u
+}
+
+func TestMoveManagedFields(t *testing.T) {
+	const (
+		old   = `{"f:spec":{"f:old":{}}}`
+		moved = `{"f:spec":{"f:new":{}}}`
+	)
+	upd, apply := metav1.ManagedFieldsOperationUpdate, metav1.ManagedFieldsOperationApply
+	for _, tc := range []struct {
+		name      string
+		in        []metav1.ManagedFieldsEntry
+		want      []metav1.ManagedFieldsEntry
+		wantMoved bool
+	}{
+		{"an applier's entry in the old version: its paths and version",
+			[]metav1.ManagedFieldsEntry{entry("gitops", apply, alphaGV, old, 1)},
+			[]metav1.ManagedFieldsEntry{entry("gitops", apply, betaGV, moved, 1)}, true},
+		{"entries in the storage version, of the status too: kept as they are",
+			[]metav1.ManagedFieldsEntry{entry("kubectl", upd, betaGV, moved, 1), entry("foo-controller", apply, betaGV, `{"f:status":{"f:replicas":{}}}`, 2)},
+			nil, false},
+		{"an editor in both versions: one entry, both sets, the later time",
+			[]metav1.ManagedFieldsEntry{entry("kubectl-edit", upd, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("kubectl-edit", upd, alphaGV, old, 2)},
+			[]metav1.ManagedFieldsEntry{entry("kubectl-edit", upd, betaGV, `{"f:spec":{"f:new":{},"f:other":{}}}`, 2)}, true},
+		{"the same manager, another operation or subresource: apart",
+			[]metav1.ManagedFieldsEntry{entry("m", apply, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("m", upd, alphaGV, old, 2)},
+			[]metav1.ManagedFieldsEntry{entry("m", apply, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("m", upd, betaGV, moved, 2)}, true},
+		{"a path the object does not have: dropped",
+			[]metav1.ManagedFieldsEntry{entry("kubectl-patch", upd, alphaGV, `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:old":{}}}`, 1)},
+			[]metav1.ManagedFieldsEntry{entry("kubectl-patch", upd, betaGV, moved, 1)}, true},
+		{"a version no conversion is given for: kept",
+			[]metav1.ManagedFieldsEntry{entry("ancient", upd, "samplecontroller.example.com/v0", old, 1)},
+			nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := withFields("a", tc.in...)
+			before := obj.DeepCopy()
+			got, err := MoveManagedFields(obj, betaGV, renamed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.wantMoved {
+				t.Errorf("moved %t, want %t", got, tc.wantMoved)
+			}
+			want := tc.want
+			if !tc.wantMoved {
+				want = tc.in
+			}
+			if gotEntries := obj.GetManagedFields(); !equalEntries(t, gotEntries, want) {
+				t.Errorf("entries\n%v\nwant\n%v", describe(gotEntries), describe(want))
+			}
+			before.SetManagedFields(nil)
+			obj.SetManagedFields(nil)
+			if !equalObjects(before, obj) {
+				t.Errorf("the object changed beyond its managed fields: %v", obj.Object)
+			}
+		})
+	}
+}
+
+// equalEntries compares entries with their field sets as sets.
+func equalEntries(t *testing.T, a, b []metav1.ManagedFieldsEntry) bool {
+	t.Helper()
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		sa, err := decodeFields(a[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := decodeFields(b[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := a[i], b[i]
+		x.FieldsV1, y.FieldsV1 = nil, nil
+		if !sa.Equals(sb) || !equalEntryMeta(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalEntryMeta(a, b metav1.ManagedFieldsEntry) bool {
+	return a.Manager == b.Manager && a.Operation == b.Operation && a.APIVersion == b.APIVersion &&
+		a.Subresource == b.Subresource && a.FieldsType == b.FieldsType && a.Time.Equal(b.Time)
+}
+
+func equalObjects(a, b *unstructured.Unstructured) bool {
+	ja, _ := a.MarshalJSON()
+	jb, _ := b.MarshalJSON()
+	return string(ja) == string(jb)
+}
+
+func describe(entries []metav1.ManagedFieldsEntry) string {
+	var b strings.Builder
+	for _, e := range entries {
+		b.WriteString(e.Manager + " " + string(e.Operation) + " " + e.APIVersion + " " + e.FieldsV1.GetRawString() + " " + e.Time.String() + "\n")
+	}
+	return b.String()
+}
+
+// TestManagedFieldsPass: with every Foo stored in the storage version
+// already, the migration writes only the Foos with entries to move; a Foo
+// changed by another writer since the list is read again and its entries
+// moved (the other writer, in v1alpha1, may have added one); run again,
+// it writes nothing.
+func TestManagedFieldsPass(t *testing.T) {
+	fresh := withFields("conflicted", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1),
+		entry("kubectl", metav1.ManagedFieldsOperationUpdate, alphaGV, `{"f:spec":{"f:other":{}}}`, 3))
+	fresh.SetResourceVersion("9")
+	objs := []runtime.Object{
+		withFields("moved", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1)),
+		withFields("in-v1beta1", entry("gitops", metav1.ManagedFieldsOperationApply, betaGV, `{"f:spec":{"f:new":{}}}`, 1)),
+		withFields("conflicted", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1)),
+	}
+	c, ext := fixture(t, false, func(string) error { return nil }, objs...)
+	ext.PrependReactor("get", "customresourcedefinitions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		stored := crd()
+		stored.Status.StoredVersions = []string{"v1beta1"}
+		return true, stored, nil
+	})
+	dyn := c.Dynamic.(*dynfake.FakeDynamicClient)
+	written := map[string]*unstructured.Unstructured{}
+	conflicts := 0
+	dyn.PrependReactor("update", "foos", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+		if obj.GetName() == "conflicted" && obj.GetResourceVersion() != "9" {
+			conflicts++
+			return true, nil, apierrors.NewConflict(foos.GroupResource(), obj.GetName(), nil)
+		}
+		written[obj.GetName()] = obj.DeepCopy()
+		out := obj.DeepCopy()
+		out.SetResourceVersion(obj.GetResourceVersion() + "+")
+		return true, out, nil
+	})
+	dyn.PrependReactor("get", "foos", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == "conflicted" {
+			return true, fresh.DeepCopy(), nil
+		}
+		return false, nil, nil
+	})
+	o := fast
+	o.ManagedFields = renamed
+	res, err := Migrate(context.Background(), c, crd().Name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Method != "" || res.FieldsMoved != 2 || res.Written != 2 || res.Unchanged != 1 || conflicts != 1 {
+		t.Errorf("%+v after %d conflicts; want no migration, 2 Foos' fields moved, 1 unchanged, after 1 conflict", res, conflicts)
+	}
+	if _, ok := written["in-v1beta1"]; ok {
+		t.Error("a Foo with no entry to move was written")
+	}
+	if c := written["conflicted"]; c == nil || len(c.GetManagedFields()) != 2 || c.GetManagedFields()[1].APIVersion != betaGV {
+		t.Errorf("the Foo changed since the list, as written: %v; want the fresh one's two entries, moved", c)
+	}
+}
