@@ -76,7 +76,7 @@ local-down: ## Stop the local control plane.
 	hack/local-down.sh
 
 .PHONY: migrate-storage
-migrate-storage: ## Move stored Foos to the CRD's storage version and trim status.storedVersions (KUBECONFIG's cluster; MIGRATE_FLAGS=-method=rewrite).
+migrate-storage: ## Move stored Foos (and their managed fields) to the CRD's storage version and trim status.storedVersions (KUBECONFIG's cluster; MIGRATE_FLAGS=-method=rewrite).
 	go run ./hack/migrate-storage $(MIGRATE_FLAGS)
 
 .PHONY: bench

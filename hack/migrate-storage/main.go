@@ -1,7 +1,9 @@
 // Command migrate-storage moves every stored Foo to the CRD's storage
 // version and trims the CRD's status.storedVersions, the step between
 // changing the storage version and removing the old version
-// (docs/evolving-the-api.md, section 8). Running it again is safe.
+// (docs/evolving-the-api.md, section 8), and moves the Foos' managed
+// fields recorded in v1alpha1 to v1beta1 (section 10). Running it again
+// is safe.
 //
 //	go run ./hack/migrate-storage -kubeconfig=$HOME/.kube/config
 //	make migrate-storage MIGRATE_FLAGS=-method=rewrite
