@@ -206,3 +206,27 @@ func TestManagedFieldsPass(t *testing.T) {
 		t.Errorf("the Foo changed since the list, as written: %v; want the fresh one's two entries, moved", c)
 	}
 }
+
+// TestManagedFieldsKeptByTheAPIServer: an API server that keeps the
+// managed fields it has (as it does when it cannot read those a request
+// sets) fails the Foo, named, rather than have it counted moved.
+func TestManagedFieldsKeptByTheAPIServer(t *testing.T) {
+	listed := withFields("kept", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1))
+	c, ext := fixture(t, false, func(string) error { return nil }, listed)
+	ext.PrependReactor("get", "customresourcedefinitions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		stored := crd()
+		stored.Status.StoredVersions = []string{"v1beta1"}
+		return true, stored, nil
+	})
+	c.Dynamic.(*dynfake.FakeDynamicClient).PrependReactor("update", "foos", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		out := listed.DeepCopy()
+		out.SetResourceVersion("2")
+		return true, out, nil
+	})
+	o := fast
+	o.ManagedFields = renamed
+	res, err := Migrate(context.Background(), c, crd().Name, o)
+	if err == nil || !strings.Contains(err.Error(), "ns/kept") || !strings.Contains(err.Error(), "kept its managed fields") || res.FieldsMoved != 0 {
+		t.Errorf("%+v, %v; want the Foo named, its managed fields said kept, none counted moved", res, err)
+	}
+}

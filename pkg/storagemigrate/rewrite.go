@@ -130,6 +130,16 @@ func writeAgain(ctx context.Context, client dynamic.ResourceInterface, obj *unst
 			return unchanged, false, nil
 		}
 		out, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err == nil && moved {
+			// The API server keeps the managed fields it has when it
+			// cannot read those a request sets: say so, rather than
+			// count them moved.
+			if left, ierr := MoveManagedFields(out.DeepCopy(), to, convs); ierr != nil {
+				return 0, false, ierr
+			} else if left {
+				return 0, false, errors.New("the API server kept its managed fields recorded in an older version")
+			}
+		}
 		switch {
 		case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
 			return unchanged, false, nil
