@@ -33,7 +33,7 @@ import (
 const fooCRD = "foos.samplecontroller.example.com"
 
 // fooFields moves Foos' managed-fields entries recorded in v1alpha1 to
-// v1beta1 (docs/evolving-the-api.md, section 9).
+// v1beta1 (docs/evolving-the-api.md, section 10).
 var fooFields = []storagemigrate.FieldsConversion{
 	{From: v1alpha1.GroupVersion.String(), To: v1beta1.GroupVersion.String(), Convert: v1alpha1.FieldsToV1beta1},
 }
@@ -48,7 +48,7 @@ func main() {
 	qps := flag.Float64("kube-api-qps", 50, "Requests per second to the API server (the rewrite writes each object once).")
 	burst := flag.Int("kube-api-burst", 100, "Burst of requests to the API server.")
 	force := flag.Bool("force", false, "Migrate even when the CRD's storedVersions name the storage version alone (storedVersions trimmed too early: docs/evolving-the-api.md, section 8).")
-	managedFields := flag.Bool("managed-fields", true, "Move the Foos' managed-fields entries recorded in v1alpha1 to v1beta1, as the stored objects are (docs/evolving-the-api.md, section 9); also when every Foo is stored in v1beta1 already. Ignored for another -crd.")
+	managedFields := flag.Bool("managed-fields", true, "Move the Foos' managed-fields entries recorded in v1alpha1 to v1beta1, as the stored objects are (docs/evolving-the-api.md, section 10); also when every Foo is stored in v1beta1 already. Ignored for another -crd.")
 	flag.Parse()
 	o := storagemigrate.Options{Method: storagemigrate.Method(*method), Settle: *settle, Force: *force}
 	if *managedFields && *crd == fooCRD {
@@ -95,8 +95,8 @@ func run(kubeconfig, crd string, o storagemigrate.Options, qps float32, burst in
 	case err == nil:
 		fmt.Printf("storage version %s; storedVersions %v: every object stored in it already\n", res.StorageVersion, res.StoredVersionsBefore)
 	}
-	if len(o.ManagedFields) > 0 && (err == nil || res.FieldsMoved > 0) {
-		fmt.Printf("managed fields recorded in an older version moved to %s on %d objects\n", res.StorageVersion, res.FieldsMoved)
+	if len(o.ManagedFields) > 0 && (err == nil || res.FieldsMoved+res.FieldsLeft > 0) {
+		fmt.Printf("managed fields recorded in an older version moved to %s on %d objects, not moved on %d\n", res.StorageVersion, res.FieldsMoved, res.FieldsLeft)
 	}
 	if err == nil && res.Method != "" {
 		fmt.Printf("storedVersions now [%s]\n", res.StorageVersion)

@@ -710,6 +710,19 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	if res.FieldsMoved != untouched+1 || res.Written != untouched+1 {
 		t.Errorf("the migration wrote %d Foos, moved the managed fields of %d; want all %d, both", res.Written, res.FieldsMoved, untouched+1)
 	}
+	for _, ns := range []string{s.ns, other.ns} {
+		list, err := s.foos.SamplecontrollerV1beta1().Foos(ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, foo := range list.Items {
+			for _, e := range foo.ManagedFields {
+				if e.APIVersion != samplev1beta1.GroupVersion.String() {
+					t.Errorf("Foo %s after the migration: the managed fields of %s (%s %s) in %s", foo.Name, e.Manager, e.Operation, e.Subresource, e.APIVersion)
+				}
+			}
+		}
+	}
 	if got := stored(); !maps.Equal(got, map[string]int{"v1beta1": untouched + 1}) {
 		t.Errorf("after the migration: stored %v, want every Foo in v1beta1", got)
 	}

@@ -68,6 +68,11 @@ var twinWrites = []twinWrite{
 	// The same editor again, in v1beta1 on both: its entries in v1alpha1
 	// and v1beta1 on the first Foo become one.
 	{"kubectl-edit", "patch", "", `{"spec":{"deployment":{"image":"nginx:1.28"}}}`},
+	// An annotation that sets none of v1beta1's fields: in v1beta1, no
+	// change at all. Its entry is left with no path, and removed.
+	{"kubectl-annotate", "patch",
+		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{}}"}}}`,
+		`{}`},
 }
 
 // managedSets is a Foo's managed fields as sets by manager, operation and
@@ -153,7 +158,7 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 		}
 	}
 	// "applied" takes the first write; "edited" the others.
-	twins := map[string][]twinWrite{"applied": twinWrites[:1], "edited": twinWrites[1:]}
+	twins := map[string][]twinWrite{"applied": twinWrites[:1], "edited": twinWrites[1:5], "annotated": {twinWrites[1], twinWrites[5]}}
 	for name, writes := range twins {
 		for _, w := range writes {
 			if w.alpha == "" {
@@ -201,9 +206,11 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 					t.Errorf("%s, %s: entry %s is\n%s\nthe twin's (written in v1beta1)\n%s\nmissing %v\nextra %v", when, name, key, g, w, w.Difference(g), g.Difference(w))
 				}
 			}
-			for key := range got {
-				if _, ok := want[key]; !ok && testManagers[strings.Split(key, "/")[0]] {
-					t.Errorf("%s, %s: entry %s, which the twin does not have", when, name, key)
+			for key, g := range got {
+				// An entry moved here with no path is sent so, and the
+				// API server removes it: after the migration, none.
+				if _, ok := want[key]; !ok && testManagers[strings.Split(key, "/")[0]] && (!move || !g.Empty()) {
+					t.Errorf("%s, %s: entry %s, which the twin does not have: %s", when, name, key, g)
 				}
 			}
 		}
@@ -246,6 +253,17 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 	}
 	t.Logf("the migration: %+v", res)
 	compare("after the migration", false)
+	for _, name := range []string{"a-applied", "a-edited"} {
+		foo, err := beta.Get(s.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range foo.GetManagedFields() {
+			if e.Manager == "foo-migrate-storage" {
+				t.Errorf("%s: the migration's own field manager owns %s; want it to own nothing (it changes no field)", name, e.FieldsV1.GetRawString())
+			}
+		}
+	}
 	alphaCost, betaCost = reviewsOfApply("a-applied", "after"), reviewsOfApply("b-applied", "after")
 	t.Logf("a server-side apply after the migration: %d reviews to the Foo written through v1alpha1, %d to its twin", alphaCost, betaCost)
 	if alphaCost > betaCost {

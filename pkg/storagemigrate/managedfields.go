@@ -9,15 +9,12 @@ import (
 )
 
 // Moving the storage version does not move metadata.managedFields: each
-// entry keeps the fields its manager owns as paths in the version that
-// manager wrote in, and the API server converts the object to that version
-// (through the conversion webhook) to compare it with every later write.
-// Entries recorded in an old version keep the webhook in the path of every
-// server-side apply to the object, and such applies fail while it is down
-// (docs/evolving-the-api.md, section 9). The field paths of a version
-// cannot be converted by the API server: only the CRD's author knows where
-// a field moved, so the caller gives the conversions (FieldsConversion) and
-// the migration rewrites the entries with them.
+// entry keeps its manager's fields as paths in the version it wrote in,
+// and the API server, which cannot convert paths, converts the object to
+// that version on every later write (docs/evolving-the-api.md, section
+// 10). Only the CRD's author knows where a field moved, so the caller
+// gives the conversions of paths, and the migration rewrites the entries
+// with them.
 
 // FieldsConversion re-expresses the field set of a managed-fields entry
 // recorded in apiVersion From as the same fields' paths in apiVersion To.
@@ -29,7 +26,8 @@ type FieldsConversion struct {
 
 // entryID is what the API server tells managed-fields entries apart by:
 // the manager, the operation, the subresource and, for updates only, the
-// apiVersion (an applier has one entry whatever version it applies in).
+// apiVersion (an applier has one entry whatever version it applies in;
+// two, set by hand, are merged as an editor's are).
 type entryID struct {
 	manager, apiVersion, subresource string
 	operation                        metav1.ManagedFieldsOperationType

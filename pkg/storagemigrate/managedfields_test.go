@@ -2,6 +2,9 @@ package storagemigrate
 
 import (
 	"context"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,9 +74,15 @@ func TestMoveManagedFields(t *testing.T) {
 		{"an editor in both versions: one entry, both sets, the later time",
 			[]metav1.ManagedFieldsEntry{entry("kubectl-edit", upd, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("kubectl-edit", upd, alphaGV, old, 2)},
 			[]metav1.ManagedFieldsEntry{entry("kubectl-edit", upd, betaGV, `{"f:spec":{"f:new":{},"f:other":{}}}`, 2)}, true},
-		{"the same manager, another operation or subresource: apart",
+		{"the same manager, another operation: apart",
 			[]metav1.ManagedFieldsEntry{entry("m", apply, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("m", upd, alphaGV, old, 2)},
 			[]metav1.ManagedFieldsEntry{entry("m", apply, betaGV, `{"f:spec":{"f:other":{}}}`, 1), entry("m", upd, betaGV, moved, 2)}, true},
+		{"the same manager, another subresource: apart",
+			[]metav1.ManagedFieldsEntry{onStatus(entry("m", upd, betaGV, `{"f:status":{"f:replicas":{}}}`, 1)), entry("m", upd, alphaGV, old, 2)},
+			[]metav1.ManagedFieldsEntry{onStatus(entry("m", upd, betaGV, `{"f:status":{"f:replicas":{}}}`, 1)), entry("m", upd, betaGV, moved, 2)}, true},
+		{"every path dropped: an empty entry, which the API server removes",
+			[]metav1.ManagedFieldsEntry{entry("kubectl-annotate", upd, alphaGV, `{"f:metadata":{"f:annotations":{"f:gone":{}}}}`, 1)},
+			[]metav1.ManagedFieldsEntry{entry("kubectl-annotate", upd, betaGV, `{}`, 1)}, true},
 		{"a path the object does not have: dropped",
 			[]metav1.ManagedFieldsEntry{entry("kubectl-patch", upd, alphaGV, `{"f:metadata":{"f:annotations":{}},"f:spec":{"f:old":{}}}`, 1)},
 			[]metav1.ManagedFieldsEntry{entry("kubectl-patch", upd, betaGV, moved, 1)}, true},
@@ -105,6 +114,11 @@ func TestMoveManagedFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+func onStatus(e metav1.ManagedFieldsEntry) metav1.ManagedFieldsEntry {
+	e.Subresource = "status"
+	return e
 }
 
 // equalEntries compares entries with their field sets as sets.
@@ -153,8 +167,8 @@ func describe(entries []metav1.ManagedFieldsEntry) string {
 // TestManagedFieldsPass: with every Foo stored in the storage version
 // already, the migration writes only the Foos with entries to move; a Foo
 // changed by another writer since the list is read again and its entries
-// moved (the other writer, in v1alpha1, may have added one); run again,
-// it writes nothing.
+// moved (the other writer, in v1alpha1, may have added one). (Run again,
+// it writes nothing: TestManagedFieldsMovedToV1beta1, on the API server.)
 func TestManagedFieldsPass(t *testing.T) {
 	fresh := withFields("conflicted", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1),
 		entry("kubectl", metav1.ManagedFieldsOperationUpdate, alphaGV, `{"f:spec":{"f:other":{}}}`, 3))
@@ -228,5 +242,67 @@ func TestManagedFieldsKeptByTheAPIServer(t *testing.T) {
 	res, err := Migrate(context.Background(), c, crd().Name, o)
 	if err == nil || !strings.Contains(err.Error(), "ns/kept") || !strings.Contains(err.Error(), "kept its managed fields") || res.FieldsMoved != 0 {
 		t.Errorf("%+v, %v; want the Foo named, its managed fields said kept, none counted moved", res, err)
+	}
+}
+
+// TestRewriteMovesManagedFields: the rewrite that stores each Foo in the
+// storage version moves its managed fields in the same write. Another
+// writer first: a Foo with entries still to move is read again and
+// written; one with none is left, overtaken, with no second write; one
+// changed at every try, or whose entries cannot be read, is stored as it
+// should be, and only its managed fields are left: the trim goes on, and
+// the error says how many were not moved.
+func TestRewriteMovesManagedFields(t *testing.T) {
+	defer func(w time.Duration) { retryWait = w }(retryWait)
+	retryWait = time.Millisecond
+	alphaEntry := entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1)
+	corrupt := alphaEntry
+	corrupt.FieldsV1 = metav1.NewFieldsV1(`{"spec":{}}`) // JSON, not a field set
+	objs := []runtime.Object{
+		withFields("plain", alphaEntry),
+		withFields("conflicted-once", alphaEntry),
+		withFields("overtaken", alphaEntry),
+		withFields("always-conflicted", alphaEntry),
+		withFields("corrupt", corrupt),
+		withFields("deleted-meanwhile", alphaEntry),
+	}
+	updates := map[string]int{}
+	c, ext := fixture(t, false, func(name string) error {
+		updates[name]++
+		switch {
+		case name == "always-conflicted", name == "deleted-meanwhile", updates[name] == 1 && (name == "conflicted-once" || name == "overtaken"):
+			return apierrors.NewConflict(foos.GroupResource(), name, nil)
+		}
+		return nil
+	}, objs...)
+	c.Dynamic.(*dynfake.FakeDynamicClient).PrependReactor("get", "foos", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch name := a.(k8stesting.GetAction).GetName(); name {
+		case "overtaken": // moved by the writer that came first
+			return true, withFields(name, entry("gitops", metav1.ManagedFieldsOperationApply, betaGV, `{"f:spec":{"f:new":{}}}`, 1)), nil
+		case "deleted-meanwhile":
+			return true, nil, apierrors.NewNotFound(foos.GroupResource(), name)
+		default:
+			return true, withFields(name, alphaEntry), nil
+		}
+	})
+	o := fast
+	o.ManagedFields = renamed
+	res, err := Migrate(context.Background(), c, crd().Name, o)
+	if err == nil || !strings.Contains(err.Error(), "the managed fields of 2 objects could not be moved") ||
+		!strings.Contains(err.Error(), "ns/always-conflicted") || !strings.Contains(err.Error(), "ns/corrupt") {
+		t.Errorf("%v; want the 2 Foos whose managed fields were left named", err)
+	}
+	if got := storedVersions(t, ext); !slices.Equal(got, []string{"v1beta1"}) {
+		t.Errorf("storedVersions %v: every Foo is stored in v1beta1, want them trimmed", got)
+	}
+	want := Result{Method: Rewrite, StorageVersion: "v1beta1", StoredVersionsBefore: []string{"v1alpha1", "v1beta1"},
+		Written: 3, Overtaken: 2, Gone: 1, FieldsMoved: 2, FieldsLeft: 2}
+	res.fieldsErrs = nil
+	if !reflect.DeepEqual(res, want) {
+		t.Errorf("%+v, want %+v", res, want)
+	}
+	wantUpdates := map[string]int{"plain": 1, "conflicted-once": 2, "overtaken": 1, "always-conflicted": conflictRetries + 1, "corrupt": 1, "deleted-meanwhile": 1}
+	if !maps.Equal(updates, wantUpdates) {
+		t.Errorf("updates %v, want %v", updates, wantUpdates)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +28,7 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 	var firstErrs []error
 	left := "storedVersions left as they were"
 	if !all {
-		left = "their managed fields left as they were"
+		left = "the managed fields of the rest left as they were"
 	}
 	opts := metav1.ListOptions{Limit: o.PageSize}
 	for {
@@ -52,14 +53,26 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 		}
 		for i := range page.Items {
 			obj := &page.Items[i]
-			got, moved, err := writeAgain(ctx, client.Namespace(obj.GetNamespace()), obj, gvr.GroupVersion().String(), o.ManagedFields, all)
+			got, moved, fieldsErr, err := writeAgain(ctx, client.Namespace(obj.GetNamespace()), obj, gvr.GroupVersion().String(), o.ManagedFields, all)
 			switch {
 			case ctx.Err() != nil:
-				return fmt.Errorf("stopped after %d written, %d already in it; %s: %w", res.Written, res.Unchanged, left, context.Cause(ctx))
+				return fmt.Errorf("stopped after %d written, %d with nothing to write; %s: %w", res.Written, res.Unchanged, left, context.Cause(ctx))
 			case err == nil:
 				got.count(res)
 				if moved {
 					res.FieldsMoved++
+				}
+				if fieldsErr != nil {
+					// The object is stored as it should be; only its
+					// managed fields stay where they were, which the
+					// trim does not depend on: Migrate reports them
+					// at its end.
+					res.FieldsLeft++
+					fieldsErr = fmt.Errorf("%s/%s: %w", obj.GetNamespace(), obj.GetName(), fieldsErr)
+					logger.Error(fieldsErr, "Could not move the managed fields of an object")
+					if len(res.fieldsErrs) < 3 {
+						res.fieldsErrs = append(res.fieldsErrs, fieldsErr)
+					}
 				}
 			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 				// Every other write would be refused as well.
@@ -73,7 +86,7 @@ func rewrite(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cu
 				}
 			}
 		}
-		logger.V(2).Info("Rewrote a page", "written", res.Written, "unchanged", res.Unchanged, "overtaken", res.Overtaken, "fieldsMoved", res.FieldsMoved, "failed", failed)
+		logger.V(2).Info("Rewrote a page", "written", res.Written, "unchanged", res.Unchanged, "overtaken", res.Overtaken, "fieldsMoved", res.FieldsMoved, "fieldsLeft", res.FieldsLeft, "failed", failed)
 		if opts.Continue = page.GetContinue(); opts.Continue == "" {
 			break
 		}
@@ -109,59 +122,69 @@ func (o outcome) count(res *Result) {
 }
 
 // conflictRetries bounds how often one object is read again after another
-// writer's change, to move its managed fields.
+// writer's change, to move its managed fields; retryWait is the wait before
+// the first, doubled for each next.
 const conflictRetries = 5
 
+var retryWait = 100 * time.Millisecond
+
 // writeAgain writes obj back with its managed fields moved (if convs move
-// any), and reports whether they were. Without all, an object with none to
-// move is not written. The write carries the listed resourceVersion: an
-// object changed since was written in the storage version, and its managed
-// fields are read again to be moved (a writer in an old version may have
-// added an entry).
-func writeAgain(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, to string, convs []FieldsConversion, all bool) (outcome, bool, error) {
+// any), and reports what became of it, and whether its managed fields
+// were moved; fieldsErr says why some that should have been were not
+// (then the object is written all the same, if all). Without all, an
+// object with none to move is not written. The write carries the listed
+// resourceVersion: an object changed since was written in the storage
+// version, and its managed fields are read again to be moved (a writer in
+// an old version may have added an entry).
+func writeAgain(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, to string, convs []FieldsConversion, all bool) (got outcome, moved bool, fieldsErr, err error) {
 	for attempt := 0; ; attempt++ {
-		moved, err := MoveManagedFields(obj, to, convs)
+		moved, fieldsErr = MoveManagedFields(obj, to, convs)
 		switch {
-		case err != nil:
-			return 0, false, err
+		case fieldsErr != nil && !all:
+			return unchanged, false, fieldsErr, nil
 		case !moved && attempt > 0:
-			return overtaken, false, nil
+			return overtaken, false, fieldsErr, nil
 		case !moved && !all:
-			return unchanged, false, nil
+			return unchanged, false, nil, nil
 		}
 		out, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
 		if err == nil && moved {
 			// The API server keeps the managed fields it has when it
 			// cannot read those a request sets: say so, rather than
 			// count them moved.
-			if left, ierr := MoveManagedFields(out.DeepCopy(), to, convs); ierr != nil {
-				return 0, false, ierr
-			} else if left {
-				return 0, false, errors.New("the API server kept its managed fields recorded in an older version")
+			if left, ierr := MoveManagedFields(out.DeepCopy(), to, convs); ierr != nil || left {
+				moved, fieldsErr = false, errors.Join(errors.New("the API server kept its managed fields recorded in an older version"), ierr)
 			}
 		}
 		switch {
 		case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
-			return unchanged, false, nil
+			return unchanged, false, fieldsErr, nil
 		case err == nil:
-			return written, moved, nil
+			return written, moved, fieldsErr, nil
 		case apierrors.IsNotFound(err):
-			return gone, false, nil
+			return gone, false, nil, nil
 		case apierrors.IsConflict(err) && len(convs) > 0 && attempt < conflictRetries:
+			select {
+			case <-ctx.Done():
+				return 0, false, nil, context.Cause(ctx)
+			case <-time.After(retryWait << attempt):
+			}
 			if obj, err = client.Get(ctx, obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				return gone, false, nil
+				return gone, false, nil, nil
 			} else if err != nil {
-				return 0, false, err
+				return 0, false, nil, err
 			}
 		case apierrors.IsConflict(err) && len(convs) > 0:
-			return 0, false, fmt.Errorf("changed by another writer %d times while its managed fields were moved; run again: %w", conflictRetries+1, err)
+			// Stored in the storage version by that writer; its managed
+			// fields left for the next run.
+			return overtaken, false, fmt.Errorf("changed by other writers %d times while its managed fields were moved: %w", conflictRetries+1, err), nil
 		case apierrors.IsConflict(err):
 			// Written by another since the list, after the storage
 			// version settled: in the new version (as
 			// kube-controller-manager's migration reasons too).
-			return overtaken, false, nil
+			return overtaken, false, nil, nil
 		default:
-			return 0, false, err
+			return 0, false, nil, err
 		}
 	}
 }

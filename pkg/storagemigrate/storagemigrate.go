@@ -32,6 +32,7 @@ package storagemigrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -130,8 +131,10 @@ type Result struct {
 	// object with no entry to move being unchanged.
 	Written, Unchanged, Overtaken, Gone int
 	// FieldsMoved counts the objects whose managed fields were moved
-	// (written, among Written).
-	FieldsMoved int
+	// (written, among Written); FieldsLeft those whose managed fields
+	// could not be (each logged; Migrate's error says how many).
+	FieldsMoved, FieldsLeft int
+	fieldsErrs              []error // the first few of FieldsLeft
 	// Migration is the StorageVersionMigration's name.
 	Migration string
 }
@@ -140,8 +143,19 @@ type Result struct {
 // version and trims status.storedVersions to it. It returns an error, and
 // leaves storedVersions as they were, if any object could not be written
 // (for example, its conversion webhook refused or is down) or if the CRD
-// changed on the way; running it again is safe.
+// changed on the way; running it again is safe. Managed fields it could
+// not move (o.ManagedFields) do not hold up the trim, which does not
+// depend on them: they are an error of their own, at the end.
 func Migrate(ctx context.Context, c Clients, crd string, o Options) (Result, error) {
+	res, err := migrate(ctx, c, crd, o)
+	if res.FieldsLeft > 0 {
+		err = errors.Join(err, fmt.Errorf("the managed fields of %d objects could not be moved (each logged); run again: %w",
+			res.FieldsLeft, errors.Join(res.fieldsErrs...)))
+	}
+	return res, err
+}
+
+func migrate(ctx context.Context, c Clients, crd string, o Options) (Result, error) {
 	o = o.withDefaults()
 	if !slices.Contains([]Method{Auto, StorageVersionMigration, Rewrite}, o.Method) {
 		return Result{}, fmt.Errorf("unknown method %q (want %s, %s or %s)", o.Method, Auto, StorageVersionMigration, Rewrite)

@@ -4,15 +4,12 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// Server-side apply records, in each metadata.managedFields entry, the
-// fields one manager owns, as paths in the version that manager wrote in.
-// The API server never moves an entry to another version: to compare it
-// with a write in another version it converts the object, through the
-// conversion webhook, on every write (docs/evolving-the-api.md, section 9).
-// FieldsToV1beta1 is the conversion of those paths, the second half of
-// conversion.go: what a manager owns in v1alpha1, as the same fields'
-// paths in v1beta1, for the migration to rewrite such entries
-// (pkg/storagemigrate). A version that moves a field changes both.
+// Server-side apply records each manager's fields as paths in the version
+// it wrote in, and the API server never converts them
+// (docs/evolving-the-api.md, section 10). FieldsToV1beta1 is the
+// conversion of those paths, the second half of conversion.go, for the
+// migration to rewrite them (pkg/storagemigrate): a version that moves a
+// field changes both.
 
 // movedUnderDeployment are the v1alpha1 spec fields that v1beta1 keeps
 // under spec.deployment, by their v1beta1 names.
