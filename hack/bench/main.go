@@ -25,7 +25,9 @@ import (
 	"syscall"
 	"time"
 
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -88,6 +90,9 @@ type options struct {
 	singleVersion bool
 	// createInV1alpha1 creates the converge phase's Foos in v1alpha1.
 	createInV1alpha1 bool
+	// moveManagedFields scales every Foo before and after the migration
+	// moves their managed fields to v1beta1.
+	moveManagedFields bool
 	// deploymentController: kube-controller-manager runs its Deployment
 	// and ReplicaSet controllers. Without them nothing reports on the
 	// Deployments, so no Foo becomes Ready: converged then means every
@@ -236,6 +241,8 @@ func parseFlags(args []string, ownControlPlane bool, output io.Writer) (options,
 		"With -namespaces above 1: put this fraction (0 <= f < 1, and at least 1/-namespaces) of the N Foos in the first namespace, and the rest evenly in the others, to measure one namespace holding most Foos. A namespace is never split among replicas, so k replicas hold them with a skew (max/mean) of at least f×k. 0: the same number in every namespace.")
 	fs.BoolVar(&o.singleVersion, "single-version", false,
 		"Install the CRD serving v1beta1 alone, converting with None and no webhook: the figures of a release that no longer serves v1alpha1, beside the default's (both versions served, every write converted by the bench's webhook: see conversion reviews per Foo).")
+	fs.BoolVar(&o.moveManagedFields, "move-managed-fields", false,
+		"With -create-in-v1alpha1: after the edit, scale every Foo (a merge patch in v1beta1 each) and wait until all are Ready, move their managed fields to v1beta1 as make migrate-storage does, and scale them all again: the time and the conversion reviews per Foo of each, and of the move.")
 	fs.BoolVar(&o.createInV1alpha1, "create-in-v1alpha1", false,
 		"Create the Foos through v1alpha1, as those of a cluster from before v1beta1: their managed fields are recorded under v1alpha1, and the API server converts each Foo to v1alpha1 (through the webhook) to track them when the controller writes it in v1beta1 (see conversion reviews per Foo). Not with -single-version.")
 	fs.BoolVar(&o.floor, "floor", true, "Run the floor phase (the same work sent directly, for the ratios).")
@@ -341,6 +348,9 @@ func (o options) validate(ownControlPlane bool) error {
 	}
 	if o.createInV1alpha1 && o.singleVersion {
 		return errors.New("-create-in-v1alpha1 needs v1alpha1 served: not with -single-version")
+	}
+	if o.moveManagedFields && (!o.createInV1alpha1 || !o.deploymentController) {
+		return errors.New("-move-managed-fields needs -create-in-v1alpha1 (managed fields to move) and the Deployment controller (Foos that become Ready)")
 	}
 	if o.replicas < 0 || o.replicas > 100 {
 		return errors.New("-replicas must be 0 to 100 (the Foo API's maximum)")
@@ -466,6 +476,12 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	c.inV1alpha1 = o.createInV1alpha1
+	if c.ext, err = apiextensions.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
 
 	logPath, _ := filepath.Abs("_output/bench-controller.log")
 	_ = os.Remove(logPath)
@@ -659,6 +675,13 @@ func once(ctx context.Context, c clients, o options, n, r int, bin, kubeconfig, 
 	// restart, or "restart: writes" would count it.
 	if _, err := ctrl.settle(3*time.Second, time.Minute); err != nil {
 		return nil, nil, err
+	}
+	if o.moveManagedFields {
+		mv, err := scaleAroundTheMove(ctx, c, ctrl, foos, int32(o.replicas), o.concurrency, o.timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		merge(all, mv)
 	}
 	listed := spaces[0]
 	if len(spaces) > 1 {
@@ -864,6 +887,12 @@ func printTable(w io.Writer, rep report) {
 		{"idle CPU restarted (% of a core)", "restart_idle_cpu_pct", "", "<= 1", func(v, _ float64) bool { return v <= 1 }},
 		{"  steady RSS restarted, after idle (MB)", "restart_steady_rss_mb", "", "", nil},
 		{"one edit -> its Deployment (s)", "edit_to_deployment_s", "", "", nil},
+		{"scale all, fields in v1alpha1: all Ready (s)", "scale_all_s", "", "", nil},
+		{"  conversion reviews per Foo", "scale_all_reviews_per_foo", "", "", nil},
+		{"move the managed fields (s)", "move_fields_s", "", "", nil},
+		{"scale all again, moved: all Ready (s)", "scale_all_moved_s", "", "", nil},
+		{"  conversion reviews per Foo", "scale_all_moved_reviews_per_foo", "", "", nil},
+		{"  time, moved / not moved", "scale_all_moved_vs_before", "", "", nil},
 		{"restart: /readyz 200 (s)", "restart_ready_s", "floor_list_s", "", nil},
 		{"restart: all keys processed (s)", "restart_processed_s", "floor_list_s", "<= 3s", func(v, _ float64) bool { return v <= 3 }},
 		{"  vs a bare list (target at 100k)", "restart_processed_s", "floor_list_s", "<= 2x", func(v, f float64) bool { return v <= 2*f }},

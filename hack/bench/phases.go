@@ -12,11 +12,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -27,6 +29,7 @@ import (
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/plan"
+	"example.com/foo-controller/pkg/storagemigrate"
 )
 
 const (
@@ -40,6 +43,8 @@ const (
 type clients struct {
 	kube kubernetes.Interface
 	foo  clientset.Interface
+	ext  apiextensions.Interface
+	dyn  dynamic.Interface
 	// inV1alpha1: the converge phase creates its Foos in v1alpha1.
 	inV1alpha1 bool
 }
@@ -826,6 +831,95 @@ func editOne(ctx context.Context, c clients, ns, name string) (figures, error) {
 		}
 	}
 	return nil, errors.New("edit: the Deployment did not get the new image within a minute")
+}
+
+// scaleAroundTheMove scales every converged Foo, created through v1alpha1,
+// moves their managed fields to v1beta1 as make migrate-storage
+// -method=rewrite does (at the bench's client rate, not the tool's 50
+// requests/s), and scales them all again: what the move saves the writes
+// of an upgraded cluster, measured in one run.
+func scaleAroundTheMove(ctx context.Context, c clients, ctrl *controllerProc, p placement, replicas int32, workers int, timeout time.Duration) (figures, error) {
+	before, beforeReviews, err := scaleAll(ctx, c, ctrl, p, replicas+1, workers, timeout)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	// The rewrite: one write per Foo, which moves its managed fields
+	// (and stores it in v1beta1, if storedVersions still name v1alpha1:
+	// the Foos were written in v1beta1's storage long before, settled).
+	res, err := storagemigrate.Migrate(ctx, storagemigrate.Clients{Kube: c.kube, APIExtensions: c.ext, Dynamic: c.dyn},
+		"foos.samplecontroller.example.com", storagemigrate.Options{Method: storagemigrate.Rewrite, Settle: time.Second, ManagedFields: storagemigrate.FooFields})
+	if err != nil {
+		return nil, fmt.Errorf("moving the managed fields: %w", err)
+	}
+	moved := time.Since(t0).Seconds()
+	progress("move: the managed fields of %d Foos moved in %.2fs", res.FieldsMoved, moved)
+	if res.FieldsMoved < len(p.of) {
+		return nil, fmt.Errorf("moving the managed fields: %d moved, want the %d Foos'", res.FieldsMoved, len(p.of))
+	}
+	if _, err := ctrl.settle(3*time.Second, time.Minute); err != nil {
+		return nil, err
+	}
+	after, afterReviews, err := scaleAll(ctx, c, ctrl, p, replicas+2, workers, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return figures{
+		"scale_all_s": before, "scale_all_reviews_per_foo": beforeReviews,
+		"move_fields_s":     moved,
+		"scale_all_moved_s": after, "scale_all_moved_reviews_per_foo": afterReviews,
+		"scale_all_moved_vs_before": after / before,
+	}, nil
+}
+
+// scaleAll sets every Foo's replicas, with a merge patch in v1beta1 as a
+// user scaling them sends, and waits until every one is Ready at its new
+// generation: the seconds that took, and the conversion reviews the
+// bench's webhook answered per Foo until the controller was quiet again.
+func scaleAll(ctx context.Context, c clients, ctrl *controllerProc, p placement, replicas int32, workers int, timeout time.Duration) (secs, reviewsPerFoo float64, err error) {
+	n := len(p.of)
+	reviews0 := conversionReviews.Load()
+	patch := []byte(fmt.Sprintf(`{"spec":{"deployment":{"replicas":%d}}}`, replicas))
+	t0 := time.Now()
+	if err := parallel(n, workers, func(i int) error {
+		_, err := c.foo.SamplecontrollerV1beta1().Foos(p.of[i]).Patch(ctx, fmt.Sprintf("foo-%d", i), types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}); err != nil {
+		return 0, 0, fmt.Errorf("scale-all: %w", err)
+	}
+	ours := map[string]bool{}
+	for _, ns := range p.spaces {
+		ours[ns] = true
+	}
+	listed := p.spaces[0]
+	if len(p.spaces) > 1 {
+		listed = metav1.NamespaceAll
+	}
+	ready := 0
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.foo.SamplecontrollerV1beta1().Foos(listed).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, err
+		}
+		ready = 0
+		for i := range list.Items {
+			f := &list.Items[i]
+			if ours[f.Namespace] && ptr.Deref(f.Spec.Deployment.Replicas, 0) == replicas && fooReady(f) {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("scale-all to %d: %d/%d Foos Ready: %w", replicas, ready, n, err)
+	}
+	secs = time.Since(t0).Seconds()
+	if _, err := ctrl.settle(3*time.Second, time.Minute); err != nil {
+		return 0, 0, err
+	}
+	reviewsPerFoo = float64(conversionReviews.Load()-reviews0) / float64(n)
+	progress("scale-all: %d Foos Ready at %d replicas after %.2fs, %.2f conversion reviews per Foo", n, replicas, secs, reviewsPerFoo)
+	return secs, reviewsPerFoo, nil
 }
 
 // listFloor is the floor of a start-up: a bare list of the n Foos and n

@@ -24,19 +24,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
-	"example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/storagemigrate"
 )
 
 // fooCRD is the CRD whose field paths this command knows how to move.
 const fooCRD = "foos.samplecontroller.example.com"
-
-// fooFields moves Foos' managed-fields entries recorded in v1alpha1 to
-// v1beta1 (docs/evolving-the-api.md, section 10).
-var fooFields = []storagemigrate.FieldsConversion{
-	{From: v1alpha1.GroupVersion.String(), To: v1beta1.GroupVersion.String(), Convert: v1alpha1.FieldsToV1beta1},
-}
 
 func main() {
 	klog.InitFlags(nil)
@@ -52,7 +44,7 @@ func main() {
 	flag.Parse()
 	o := storagemigrate.Options{Method: storagemigrate.Method(*method), Settle: *settle, Force: *force}
 	if *managedFields && *crd == fooCRD {
-		o.ManagedFields = fooFields
+		o.ManagedFields = storagemigrate.FooFields
 	}
 	if err := run(*kubeconfig, *crd, o, float32(*qps), *burst, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate-storage:", err)

@@ -701,7 +701,7 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 
 	// The migration.
 	clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
-	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, ManagedFields: fooFields})
+	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, ManagedFields: storagemigrate.FooFields})
 	if err != nil || res.Method != storagemigrate.Rewrite {
 		t.Fatalf("the migration: %+v, %v", res, err)
 	}

@@ -19,19 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	samplev1alpha1 "example.com/foo-controller/pkg/apis/samplecontroller/v1alpha1"
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 	fooscheme "example.com/foo-controller/pkg/generated/clientset/versioned/scheme"
 	"example.com/foo-controller/pkg/storagemigrate"
 	"example.com/foo-controller/pkg/webhook"
 )
-
-// fooFields is the migration's conversion of Foos' managed fields, as
-// hack/migrate-storage gives it.
-var fooFields = []storagemigrate.FieldsConversion{
-	{From: samplev1alpha1.GroupVersion.String(), To: samplev1beta1.GroupVersion.String(), Convert: samplev1alpha1.FieldsToV1beta1},
-}
 
 // twinWrite is one write made the same way to two Foos: to "a-<name>"
 // through v1alpha1, to "b-<name>" in v1beta1, with the same content.
@@ -188,7 +181,7 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 				t.Fatal(err)
 			}
 			if move {
-				if _, err := storagemigrate.MoveManagedFields(a, samplev1beta1.GroupVersion.String(), fooFields); err != nil {
+				if _, err := storagemigrate.MoveManagedFields(a, samplev1beta1.GroupVersion.String(), storagemigrate.FooFields); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -246,7 +239,7 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
-	o := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, ManagedFields: fooFields}
+	o := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, ManagedFields: storagemigrate.FooFields}
 	res, err := storagemigrate.Migrate(s.ctx, clients, fooCRD, o)
 	if err != nil || res.FieldsMoved != len(twins) || res.Written != len(twins) {
 		t.Fatalf("the migration: %+v, %v; want the managed fields of the %d Foos written through v1alpha1 moved, and nothing else written", res, err, len(twins))

@@ -139,7 +139,7 @@ func TestStorageMigration(t *testing.T) {
 			clients := storagemigrate.Clients{Kube: s.kube, APIExtensions: ext, Dynamic: s.dyn}
 			// Pages of 10: the rewrite goes through several. A settle of
 			// 2 s: nothing else writes Foos here.
-			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10, ManagedFields: fooFields}
+			opts := storagemigrate.Options{Settle: 2 * time.Second, PollEvery: 200 * time.Millisecond, PageSize: 10, ManagedFields: storagemigrate.FooFields}
 			ctx := klog.NewContext(s.ctx, klog.Background().WithName(tc.name))
 			// storeIn makes version the CRD's storage version.
 			storeIn := func(version string) {
