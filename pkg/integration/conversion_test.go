@@ -715,13 +715,7 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, foo := range list.Items {
-			for _, e := range foo.ManagedFields {
-				if e.APIVersion != samplev1beta1.GroupVersion.String() {
-					t.Errorf("Foo %s after the migration: the managed fields of %s (%s %s) in %s", foo.Name, e.Manager, e.Operation, e.Subresource, e.APIVersion)
-				}
-			}
-		}
+		managedFieldsInV1beta1(t, list.Items)
 	}
 	if got := stored(); !maps.Equal(got, map[string]int{"v1beta1": untouched + 1}) {
 		t.Errorf("after the migration: stored %v, want every Foo in v1beta1", got)

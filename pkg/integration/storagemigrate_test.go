@@ -99,6 +99,20 @@ func previousRelease(t *testing.T, s *scenario, ext apiextensions.Interface, ser
 	}
 }
 
+// managedFieldsInV1beta1 fails the test for each managed-fields entry of
+// the Foos recorded in another version than v1beta1 (after a migration
+// that moves them).
+func managedFieldsInV1beta1(t *testing.T, foos []samplev1beta1.Foo) {
+	t.Helper()
+	for _, foo := range foos {
+		for _, e := range foo.ManagedFields {
+			if e.APIVersion != samplev1beta1.GroupVersion.String() {
+				t.Errorf("Foo %s after the migration: the managed fields of %s (%s %s) in %s", foo.Name, e.Manager, e.Operation, e.Subresource, e.APIVersion)
+			}
+		}
+	}
+}
+
 // countVersions counts Foos by the version they are stored in.
 func countVersions(stored map[string]string) map[string]int {
 	n := map[string]int{}
@@ -313,13 +327,7 @@ func TestStorageMigration(t *testing.T) {
 						a.Name, b.Generation, b.Spec, b.Labels, b.Annotations, a.Generation, a.Spec, a.Labels, a.Annotations)
 				}
 			}
-			for _, foo := range after.Items {
-				for _, e := range foo.ManagedFields {
-					if e.APIVersion != samplev1beta1.GroupVersion.String() {
-						t.Errorf("Foo %s after the migration: the managed fields of %s (%s) in %s", foo.Name, e.Manager, e.Operation, e.APIVersion)
-					}
-				}
-			}
+			managedFieldsInV1beta1(t, after.Items)
 			migrated, err := beta.Get(s.ctx, "beta", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
