@@ -61,8 +61,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, obs
 			return requeueAfter(wait), nil
 		}
 	}
-	updated, err := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).ApplyStatus(ctx,
-		plan.StatusApply(foo, want), metav1.ApplyOptions{FieldManager: controllerName, Force: true})
+	updated, err := c.writeStatus(ctx, foo, want)
 	if apierrors.IsNotFound(err) {
 		return syncResult{}, nil // deleted meanwhile; nothing left to report on
 	}

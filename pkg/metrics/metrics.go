@@ -79,6 +79,15 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
+	// StatusRepairs counts the status writes that had to remove conditions
+	// other field managers kept (see plan.WriteStatus), by result.
+	StatusRepairs = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Subsystem:      subsystem,
+		Name:           "status_repairs_total",
+		Help:           "Foo status writes whose server-side apply could not remove a condition (another field manager co-owns it) and that removed it with a merge patch, by result: repaired (one StatusRepaired Warning each), or failed (retried with backoff; the error is logged).",
+		StabilityLevel: k8smetrics.ALPHA,
+	}, []string{"result"})
+
 	// Leader is 1 while this process holds the leader lease (or runs
 	// without leader election), else 0.
 	Leader = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
@@ -171,7 +180,7 @@ var registerOnce sync.Once
 // the main module's version, revision the commit ("" when not stamped).
 func Register(version, revision string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering,
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, StatusRepairs, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering,
 			ConversionReviews, ConversionObjects, ConversionDuration, WebhookCertificateExpiry, BuildInfo)
 	})
 	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
