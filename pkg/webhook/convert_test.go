@@ -22,10 +22,10 @@ import (
 )
 
 const (
-	alphaFoo  = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27"},"status":{"observedGeneration":2}}`
-	betaFoo   = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27"}},"status":{"observedGeneration":2}}`
-	betaFoo2  = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"x":"y"}},"spec":{"deployment":{"name":"b","image":"nginx:1.29","minReadySeconds":9}},"status":{"observedGeneration":0}}`
-	alphaFoo2 = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":9}}","x":"y"}},"spec":{"deploymentName":"b","image":"nginx:1.29"},"status":{"observedGeneration":0}}`
+	alphaFoo  = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27"},"status":{"observedGeneration":2,"replicas":3,"availableReplicas":0,"readyReplicas":0}}`
+	betaFoo   = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"creationTimestamp":"2026-11-27T00:00:00Z"},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27"}},"status":{"observedGeneration":2,"replicas":3,"availableReplicas":0,"readyReplicas":0}}`
+	betaFoo2  = `{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"x":"y"}},"spec":{"deployment":{"name":"b","image":"nginx:1.29","minReadySeconds":9}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`
+	alphaFoo2 = `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"b","namespace":"ns","uid":"u2","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":9}}","x":"y"}},"spec":{"deploymentName":"b","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`
 )
 
 func review(desired string, objects ...string) []byte {
@@ -54,7 +54,7 @@ func TestConverterServesReviews(t *testing.T) {
 	}{
 		{name: "v1alpha1 to v1beta1", body: review("samplecontroller.example.com/v1beta1", alphaFoo), want: []string{betaFoo}},
 		{name: "v1beta1 to v1alpha1", body: review("samplecontroller.example.com/v1alpha1", betaFoo), want: []string{alphaFoo}},
-		{name: "a list's objects, in order, v1beta1's own field kept, observedGeneration 0 written out (kstatus: not reported on yet)", body: review("samplecontroller.example.com/v1alpha1", betaFoo, betaFoo2, betaFoo),
+		{name: "a list's objects, in order, v1beta1's own field kept, observedGeneration and counts of 0 written out (kstatus: not reported on yet; the AVAILABLE column: 0)", body: review("samplecontroller.example.com/v1alpha1", betaFoo, betaFoo2, betaFoo),
 			want: []string{alphaFoo, alphaFoo2, alphaFoo}},
 		{name: "mixed versions in, one version out", body: review("samplecontroller.example.com/v1beta1", alphaFoo, betaFoo2), want: []string{betaFoo, betaFoo2}},
 		{name: "no objects", body: review("samplecontroller.example.com/v1beta1"), want: []string{}},

@@ -65,6 +65,38 @@ func roundTrip(t *testing.T, s *runtime.Scheme, in, mid, out, want runtime.Objec
 	if !apiequality.Semantic.DeepEqual(want, out) {
 		t.Fatalf("round trip through %T lost something:\n%s", mid, diff.Diff(want, out))
 	}
+	countsWritten(t, mid)
+	countsWritten(t, out)
+}
+
+// countsWritten fails unless obj's JSON (what the webhook answers, and a
+// client reads) holds each status count, 0 included: a count left out
+// reads as an empty AVAILABLE column, not as 0.
+func countsWritten(t *testing.T, obj runtime.Object) {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"replicas", "availableReplicas", "readyReplicas"} {
+		if _, ok := m.Status[k]; !ok {
+			t.Fatalf("%T's JSON has no status.%s: %s", obj, k, raw)
+		}
+	}
+}
+
+// zeroCounts sets a status's counts to 0 for one seed in four: what a Foo
+// scaled to 0, or not reported on yet, holds.
+func zeroCounts(seed int64, replicas, available, ready *int32) {
+	if seed%4 == 0 {
+		*replicas, *available, *ready = 0, 0, 0
+	}
 }
 
 // FuzzRoundTripFromV1beta1: any v1beta1 Foo its schema admits survives a
@@ -84,6 +116,7 @@ func FuzzRoundTripFromV1beta1(f *testing.F) {
 		// Within the schema (0 to 3600): conversion holds the annotation
 		// to it, as admission holds the field.
 		in.Spec.Deployment.MinReadySeconds = int32(uint32(in.Spec.Deployment.MinReadySeconds) % (v1beta1.MaxMinReadySeconds + 1))
+		zeroCounts(seed, &in.Status.Replicas, &in.Status.AvailableReplicas, &in.Status.ReadyReplicas)
 		roundTrip(t, s, in, &v1alpha1.Foo{}, &v1beta1.Foo{}, nil)
 	})
 }
@@ -103,6 +136,7 @@ func FuzzRoundTripFromV1alpha1(f *testing.F) {
 		fill.Fill(in)
 		var minReady int32
 		fill.Fill(&minReady)
+		zeroCounts(seed, &in.Status.Replicas, &in.Status.AvailableReplicas, &in.Status.ReadyReplicas)
 		var want runtime.Object
 		switch seed % 3 {
 		case 0:
@@ -140,54 +174,54 @@ func TestConversionExamples(t *testing.T) {
 		want    string
 	}{{
 		name: "v1alpha1 to v1beta1: the spec moves under spec.deployment",
-		from: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3}}`,
+		from: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deploymentName":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3,"availableReplicas":0,"readyReplicas":0}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"}},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3}}`,
+		want: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"}},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: minReadySeconds kept in the annotation",
 		from: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: the annotation read back and removed",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: an annotation it cannot read is dropped, and sets nothing",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: an unknown field in the annotation, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: a name in other case, the same (encoding/json would take it)",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: a value v1beta1's schema refuses, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":-5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: above the maximum, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":3601}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: the annotation on a v1beta1 Foo without minReadySeconds is removed",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":4000}}","x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1beta1 to v1alpha1: the annotation set on a v1beta1 Foo is overwritten",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":5}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.from), tc.in); err != nil {

@@ -146,17 +146,17 @@ type FooStatus struct {
 	// the scale subresource).
 	//
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"` // not omitempty, nor the two below: a count of 0 must read 0 (printer columns, kstatus) in both versions
 
 	// AvailableReplicas is the number of the Deployment's pods that are available.
 	//
 	// +optional
-	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	AvailableReplicas int32 `json:"availableReplicas"`
 
 	// ReadyReplicas is the number of the Deployment's pods that are ready.
 	//
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// Selector is the label selector of the Deployment's pods, in string
 	// form, for the scale subresource (and so for autoscalers).
