@@ -666,6 +666,31 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	if got := stored(); !maps.Equal(got, map[string]int{"v1alpha1": untouched + 1}) {
 		t.Fatalf("before the upgrade: stored %v, want every Foo in v1alpha1", got)
 	}
+	// countsRead reports, for each version, how many of the Foos nobody
+	// wrote read with every status count present (0, here).
+	countsRead := func(versions ...string) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		for _, v := range versions {
+			list, err := s.dyn.Resource(schema.GroupVersionResource{Group: samplev1beta1.GroupVersion.Group, Version: v, Resource: "foos"}).
+				Namespace(other.ns).List(s.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, item := range list.Items {
+				n := 0
+				for _, k := range []string{"replicas", "availableReplicas", "readyReplicas"} {
+					if _, found, _ := unstructured.NestedInt64(item.Object, "status", k); found {
+						n++
+					}
+				}
+				if n == 3 {
+					out[v]++
+				}
+			}
+		}
+		return out
+	}
 
 	// The new CRD, as shipped (its webhook's Service stood in for by the
 	// controller's address, below).
@@ -697,6 +722,11 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 	}
 	if got := stored(); got["v1alpha1"] < untouched {
 		t.Fatalf("after the new CRD: stored %v, want the %d Foos nobody wrote still in v1alpha1", got, untouched)
+	}
+	// Their counts read 0 in both versions, though no controller ever
+	// wrote them: the CRD defaults them, and the webhook writes out a 0.
+	if got, want := countsRead("v1alpha1", "v1beta1"), map[string]int{"v1alpha1": untouched, "v1beta1": untouched}; !maps.Equal(got, want) {
+		t.Errorf("after the new CRD, Foos reading their status counts: %v, want %v", got, want)
 	}
 
 	// The migration.

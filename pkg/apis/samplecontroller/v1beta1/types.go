@@ -161,16 +161,19 @@ type FooStatus struct {
 	// the scale subresource).
 	//
 	// +optional
-	Replicas int32 `json:"replicas"` // not omitempty, nor the two below: a count of 0 must read 0 (printer columns, kstatus) in both versions
+	// +kubebuilder:default=0
+	Replicas int32 `json:"replicas"` // not omitempty, nor the two below, and defaulted (to Foos stored without them): a count of 0 must read 0 (printer columns, kstatus) in both versions
 
 	// AvailableReplicas is the number of the Deployment's pods that are available.
 	//
 	// +optional
+	// +kubebuilder:default=0
 	AvailableReplicas int32 `json:"availableReplicas"`
 
 	// ReadyReplicas is the number of the Deployment's pods that are ready.
 	//
 	// +optional
+	// +kubebuilder:default=0
 	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// Selector is the label selector of the Deployment's pods, in string
