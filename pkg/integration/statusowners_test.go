@@ -303,3 +303,116 @@ func TestCreateAnsweredWithAnErrorIsStored(t *testing.T) {
 		t.Errorf("the client's retry: %v, want AlreadyExists", err)
 	}
 }
+
+// TestWebhookOutageMidBurst: 300 Foos created through v1alpha1; a burst of
+// scales through v1alpha1, and in its middle the conversion webhook goes
+// down for a few seconds, while a client patches 30 of the scaled Foos in
+// v1beta1 (which drops their managed fields, some while Reconciling). Every
+// Foo's status comes to say what its Deployment does once its pods run:
+// none stuck. Without the repair (plan.WriteStatus), some stay stuck for
+// good (the figure is in issue 38's note).
+func TestWebhookOutageMidBurst(t *testing.T) {
+	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
+	s := newScenarioOn(t, cl)
+	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
+		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	stopWebhook := runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
+	t.Cleanup(func() { stopWebhook() })
+	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	s.startController()
+	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
+	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
+	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
+		_, err := alpha.List(s.ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	const n, patched = 300, 30
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("f-%03d", i)
+		if _, err := alpha.Create(s.ctx, &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: names[i]},
+			Spec: samplev1alpha1.FooSpec{DeploymentName: names[i], Replicas: ptr.To[int32](1)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitAllConverged(names, 3*time.Minute)
+
+	// The burst: every Foo scaled to 3 through v1alpha1, one after another.
+	var scaled atomic.Int64
+	burstDone := make(chan struct{})
+	go func() {
+		defer close(burstDone)
+		for _, name := range names {
+			if _, err := alpha.Patch(s.ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: "scaler"}); err == nil {
+				scaled.Add(1)
+			}
+		}
+	}()
+	s.eventually(time.Minute, "a third of the burst sent", func() (bool, string) {
+		return scaled.Load() >= n/3, fmt.Sprint(scaled.Load())
+	})
+	stopWebhook()
+	down := time.Now()
+	// In v1beta1, to Foos just scaled through v1alpha1: each drops their
+	// managed fields.
+	dropped := 0
+	for i := int(scaled.Load()) - 1; i >= 0 && dropped < patched; i-- {
+		foo, err := beta.Patch(s.ctx, names[i], types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"during-outage"}}}`), metav1.PatchOptions{FieldManager: "labeler"})
+		if err != nil {
+			t.Fatalf("a v1beta1 patch with the webhook down: %v", err)
+		}
+		if len(foo.ManagedFields) == 0 {
+			dropped++
+		}
+	}
+	time.Sleep(5*time.Second - time.Since(down))
+	if lis, err = net.Listen("tcp", addr); err != nil {
+		t.Fatal(err)
+	}
+	stopWebhook = runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
+	back := time.Now()
+	<-burstDone
+	t.Logf("webhook down %v, mid-burst (%d of %d scales through v1alpha1 accepted); %d Foos patched in v1beta1 meanwhile, %d of them with their managed fields dropped",
+		back.Sub(down).Round(100*time.Millisecond), scaled.Load(), n, patched, dropped)
+	if dropped == 0 {
+		t.Fatal("no Foo had its managed fields dropped: this test shows nothing")
+	}
+	// Scales refused while it was down are sent again, as a client would.
+	for _, name := range names {
+		if _, err := beta.Patch(s.ctx, name, types.MergePatchType, []byte(`{"spec":{"deployment":{"replicas":3}}}`), metav1.PatchOptions{FieldManager: "scaler"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck := func() []string {
+		var out []string
+		for _, name := range names {
+			ok, state := s.converged(name)
+			if ok {
+				foo, err := s.getFoo(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionReconciling); c != nil {
+					ok, state = false, fmt.Sprintf("Reconciling %s", c.Message)
+				}
+			}
+			if !ok {
+				out = append(out, name+": "+state)
+			}
+		}
+		return out
+	}
+	s.eventually(2*time.Minute, "every status as its Deployment says", func() (bool, string) {
+		left := stuck()
+		if len(left) > 3 {
+			left = append(left[:3], fmt.Sprintf("and %d more", len(left)-3))
+		}
+		return len(left) == 0, strings.Join(left, "\n")
+	})
+	t.Logf("all %d Foos as their Deployments say %v after the webhook's return", n, time.Since(back).Round(100*time.Millisecond))
+}
