@@ -76,7 +76,7 @@ var deployRBACKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBind
 // widening it must be a deliberate change here too. artifacts/deploy/README.md
 // says why each one is needed.
 var wantClusterRules = map[string][]string{
-	"samplecontroller.example.com/foos":              {"list", "watch", "patch"},
+	"samplecontroller.example.com/foos":              {"get", "list", "watch", "patch"},
 	"samplecontroller.example.com/foos/status":       {"patch"},
 	"samplecontroller.example.com/foos/finalizers":   {"update"},
 	"apps/deployments":                               {"list", "watch", "create", "patch", "delete"},
