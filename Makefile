@@ -64,7 +64,7 @@ soak: ## Chaos soak on a real control plane: SOAK_DURATION=10m SOAK_SEED=... SOA
 	  -run '^$(if $(SOAK_SHARDS),TestChaosSoakSharded,TestChaosSoak)$$' -v ./pkg/integration/
 
 .PHONY: run
-run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set); REPLICAS=2 for sharded replicas.
+run: ## Run the controller with the example Foo (on a local control plane unless KUBECONFIG is set); REPLICAS=2 for sharded replicas; WEBHOOK_ADDR=127.0.0.1:9543 to serve the conversion webhook there (default 127.0.0.1:9443).
 	hack/run-local.sh
 
 .PHONY: local-up

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +25,11 @@ const Path = "/convert"
 // cert gives each handshake, until ctx ends; then it lets the reviews in
 // flight finish (for up to 10 s, the API server waits 30 s for one).
 func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) error {
+	return serve(ctx, lis, converter, &newCert{get: cert, now: time.Now})
+}
+
+func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *newCert) error {
+	cert.started()
 	mux := http.NewServeMux()
 	mux.Handle(Path, converter)
 	// The API server gives a review 30 s: a connection that sends its body
@@ -33,11 +40,11 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       90 * time.Second,
-		TLSConfig:         &tls.Config{GetCertificate: cert, MinVersion: tls.VersionTLS12},
+		TLSConfig:         &tls.Config{GetCertificate: cert.GetCertificate, MinVersion: tls.VersionTLS12},
 		// The server's own errors (a failed TLS handshake: a client that
 		// does not trust the certificate) as the controller's log lines,
 		// saying where they come from.
-		ErrorLog: log.New(serverLog{klog.FromContext(ctx), new(atomic.Int64)}, "", 0),
+		ErrorLog: log.New(serverLog{klog.FromContext(ctx), new(atomic.Int64), cert.quiet}, "", 0),
 	}
 	done := make(chan struct{})
 	go func() {
@@ -61,16 +68,98 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 // ten lines, then one in a hundred with their count, for a client that
 // does not trust the certificate fails every handshake, and a port scan
 // makes as many.
+//
+// Except while the certificate is new (quiet): a handshake that fails
+// then because the client refuses the certificate, or because there is
+// none yet, is what a new certificate looks like, not a fault, and goes
+// to V(4), uncounted. When the keeper makes a new CA (a fresh Secret:
+// every first `make run`), it serves a certificate of that CA at once and
+// injects the CA into the CRD's caBundle a moment later, but the API
+// server goes on calling with the caBundle it held before (none, or the
+// previous CA) until its CRD handler has taken up the new one: about a
+// second of "remote error: tls: bad certificate", ten lines at the
+// default verbosity that read as a failure and were none. Past
+// newCertFor, the same refusal is a client that does not trust this
+// webhook (a caBundle that is wrong, or that another installation keeps:
+// the keeper says which), logged as before: no refusal is kept from the
+// default log for longer than newCertFor after a new certificate, and no
+// other handshake error at all.
 type serverLog struct {
 	logger klog.Logger
 	n      *atomic.Int64
+	quiet  func(msg string) bool
 }
 
 func (l serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if l.quiet != nil && l.quiet(msg) {
+		l.logger.V(4).Info("Conversion webhook server, its certificate new (none yet, or the API server still holding the CRD's previous caBundle: expected for a few seconds)",
+			"message", msg)
+		return len(p), nil
+	}
 	if n := l.n.Add(1); n <= 10 || n%100 == 0 {
-		l.logger.Info("Conversion webhook server", "message", strings.TrimSpace(string(p)), "count", n)
+		l.logger.Info("Conversion webhook server", "message", msg, "count", n)
 	}
 	return len(p), nil
+}
+
+// newCertFor is how long a certificate counts as new once served: the API
+// server takes up a CRD's new caBundle within a second or two (about one
+// on 2 cores, measured with `make run`); ten leave room for a busy one.
+const newCertFor = 10 * time.Second
+
+// newCert hands out the certificate get gives each handshake and knows
+// since when: since the first handshake that got it, or, before there is
+// one, since serving started. The first handshake, not the Secret's
+// write: no client can refuse a certificate before it is shown one.
+type newCert struct {
+	get func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	now func() time.Time
+
+	mu     sync.Mutex
+	leaf   []byte // the certificate handed out last (DER), nil before one
+	since  time.Time
+	failed string // get's last error, while there is no certificate
+}
+
+func (c *newCert) started() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.since = c.now()
+}
+
+func (c *newCert) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, err := c.get(hello)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil:
+		c.failed = err.Error()
+	case cert != nil && len(cert.Certificate) > 0 && !bytes.Equal(c.leaf, cert.Certificate[0]):
+		c.leaf, c.since, c.failed = cert.Certificate[0], c.now(), ""
+	}
+	return cert, err
+}
+
+// quiet: msg is a handshake that failed for the certificate's newness,
+// less than newCertFor after it was first handed out (or, with none yet,
+// after serving started): the client refused the certificate (a Go client
+// sends "bad certificate" when the chain does not verify, others "unknown
+// certificate authority"), or there was none to give it (get's error, the
+// keeper's "no serving certificate yet").
+func (c *newCert) quiet(msg string) bool {
+	rest, handshake := strings.CutPrefix(msg, "http: TLS handshake error from ")
+	if !handshake {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.now().Sub(c.since) >= newCertFor {
+		return false
+	}
+	return strings.HasSuffix(rest, ": remote error: tls: bad certificate") ||
+		strings.HasSuffix(rest, ": remote error: tls: unknown certificate authority") ||
+		(c.failed != "" && strings.HasSuffix(rest, ": "+c.failed))
 }
 
 // Run is the webhook a replica serves: keeper keeps the certificate (and
