@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,8 +25,8 @@ const reasonStatusRepaired = "StatusRepaired"
 // writeStatus server-side applies want as foo's status and returns the Foo
 // as the API server then has it. When another field manager keeps a
 // condition the apply removes (plan.WriteStatus), the controller removes
-// it with a merge patch, and the user is told once per repair: a Warning
-// Event naming those managers, a log line, a metric.
+// it with a JSON patch, and the user is told: a Warning Event naming those
+// managers (repeats folded into one, with a count), a log line, a metric.
 func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) (*samplev1beta1.Foo, error) {
 	foos := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace)
 	updated, repair, err := plan.WriteStatus(foo, want, plan.StatusWrites{
@@ -34,32 +35,51 @@ func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, wa
 			return foos.ApplyStatus(ctx, cfg, metav1.ApplyOptions{FieldManager: controllerName, Force: true})
 		},
 		Get: func() (*samplev1beta1.Foo, error) { return foos.Get(ctx, foo.Name, metav1.GetOptions{}) },
-		MergePatch: func(patch []byte) (*samplev1beta1.Foo, error) {
-			return foos.Patch(ctx, foo.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: controllerName}, "status")
+		JSONPatch: func(patch []byte) (*samplev1beta1.Foo, error) {
+			return foos.Patch(ctx, foo.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: controllerName}, "status")
 		},
 	})
 	if repair == nil {
 		return updated, err
 	}
 	if err != nil {
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !plan.FailedTest(err) {
 			metrics.StatusRepairs.WithLabelValues("failed").Inc()
 		}
 		return nil, err
 	}
 	metrics.StatusRepairs.WithLabelValues("repaired").Inc()
-	owners := strings.Join(repair.Owners, ", ")
-	if owners == "" {
-		owners = "none named"
-	}
-	how := "the apply left them in place"
-	if repair.Refused != nil {
-		how = "the apply was refused: " + repair.Refused.Error()
-	}
 	klog.FromContext(ctx).Info("Removed status conditions that other field managers kept",
 		"conditions", repair.Removed, "owners", repair.Owners, "refusedApply", repair.Refused)
-	c.event(foo, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus",
-		"Removed conditions %v that other field managers kept (%s; owners: %s): they own status fields the controller writes, because a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
-		repair.Removed, how, owners)
+	how := "the apply left them in place"
+	if repair.Refused != nil {
+		how = "the apply was refused as invalid"
+	}
+	owners := repair.Owners
+	if len(owners) > 3 {
+		owners = append(owners[:3:3], fmt.Sprintf("%d more", len(owners)-3))
+	}
+	named := strings.Join(owners, ", ")
+	if named == "" {
+		named = "none named"
+	}
+	// Regarding the Foo without its resourceVersion: the events API folds
+	// the same Event about the same object into one, with a count, so a
+	// client that keeps applying our conditions costs one Event, not one per
+	// repair. The note must stay within the API's 1024 characters.
+	unversioned := &samplev1beta1.Foo{TypeMeta: foo.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: foo.Namespace, Name: foo.Name, UID: foo.UID}}
+	c.event(unversioned, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus", "%s",
+		truncate(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
+			repair.Removed, how, named), maxEventNote))
 	return updated, nil
+}
+
+// maxEventNote is the most characters an Event's note may have.
+const maxEventNote = 1024
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

@@ -36,8 +36,8 @@ type StatusWrites struct {
 	Apply func(*applyv1beta1.FooApplyConfiguration) (*samplev1beta1.Foo, error)
 	// Get reads the Foo from the API server.
 	Get func() (*samplev1beta1.Foo, error)
-	// MergePatch sends a JSON merge patch.
-	MergePatch func([]byte) (*samplev1beta1.Foo, error)
+	// JSONPatch sends a JSON patch.
+	JSONPatch func([]byte) (*samplev1beta1.Foo, error)
 }
 
 // StatusRepair says what WriteStatus had to remove, and who kept it.
@@ -45,7 +45,7 @@ type StatusRepair struct {
 	// Refused is the API server's refusal of the first apply, or nil when
 	// that apply was accepted and left the conditions in place.
 	Refused error
-	// Removed are the condition types removed by the merge patch.
+	// Removed are the condition types removed by the JSON patch.
 	Removed []string
 	// Owners are the other field managers that owned fields of them
 	// (StaleConditionOwners).
@@ -56,7 +56,7 @@ type StatusRepair struct {
 // server then has it, and a StatusRepair when the apply alone could not
 // write it. It applies; when the apply succeeds but leaves a condition of
 // ours that want does not have (StatusKept), or is refused as invalid,
-// that condition is removed with a merge patch (StaleConditionsPatch),
+// that condition is removed with a JSON patch (StaleConditionsPatch),
 // which no ownership can block, and the apply is sent again if it had been
 // refused. The patch only removes, so it leaves the controller owning
 // nothing through it: an Update entry of ours owning a condition would block
@@ -92,7 +92,7 @@ func WriteStatus(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus, w StatusW
 		return nil, nil, fmt.Errorf("the status apply was accepted, but the API server holds %+v, not %+v", applied.Status, want)
 	}
 	repair.Removed, repair.Owners = removed, StaleConditionOwners(live, removed, w.Manager)
-	patched, err := w.MergePatch(patch)
+	patched, err := w.JSONPatch(patch)
 	if err != nil {
 		return nil, repair, fmt.Errorf("removing status conditions %v that field managers %v keep: %w", removed, repair.Owners, err)
 	}
@@ -120,36 +120,47 @@ func StatusKept(got, want samplev1beta1.FooStatus) bool {
 	}
 	for _, t := range ownedConditions {
 		g, w := meta.FindStatusCondition(got.Conditions, t), meta.FindStatusCondition(want.Conditions, t)
-		if (g == nil) != (w == nil) || (g != nil && !equality.Semantic.DeepEqual(*g, *w)) {
+		if (g == nil) != (w == nil) || (g != nil && !equality.Semantic.DeepEqual(asStored(*g), asStored(*w))) {
 			return false
 		}
 	}
 	return true
 }
 
-// StaleConditionsPatch returns a JSON merge patch for foo's status
-// subresource that removes the controller's conditions that foo has and
-// want does not, and their types; nothing when there are none. A merge
-// patch replaces the list whole, so it holds every other condition as foo
-// has it, and carries foo's resourceVersion: it fails with a conflict,
-// rather than undo a change made meanwhile, when foo is not the latest.
+// asStored is c as the API server stores it: lastTransitionTime in whole
+// seconds. want may carry a fraction from the cached Foo, where another
+// writer put it; the apply sends, and the server keeps, the second only.
+func asStored(c metav1.Condition) metav1.Condition {
+	c.LastTransitionTime = c.LastTransitionTime.Rfc3339Copy()
+	return c
+}
+
+// StaleConditionsPatch returns a JSON patch for foo's status subresource
+// that removes the controller's conditions that foo has and want does not,
+// and their types; nothing when there are none. Each removal is by index,
+// after a test that the entry there is still of that type: a list changed
+// meanwhile fails the patch (422, a failed test; FailedTest) rather than
+// lose another entry. Nothing else is sent, so every other condition stays
+// byte for byte as its writer stored it (a merge patch would send the list
+// whole, re-encoded: a timestamp with a fraction or an offset would come
+// back changed, and owned by us).
 func StaleConditionsPatch(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) ([]byte, []string, error) {
-	kept := []metav1.Condition{}
+	var ops []map[string]any
 	var removed []string
-	for _, c := range foo.Status.Conditions {
-		if isOwnedCondition(c.Type) && meta.FindStatusCondition(want.Conditions, c.Type) == nil {
-			removed = append(removed, c.Type)
+	for i := len(foo.Status.Conditions) - 1; i >= 0; i-- { // from the end: a removal shifts what follows
+		c := foo.Status.Conditions[i]
+		if !isOwnedCondition(c.Type) || meta.FindStatusCondition(want.Conditions, c.Type) != nil {
 			continue
 		}
-		kept = append(kept, c)
+		path := fmt.Sprintf("/status/conditions/%d", i)
+		ops = append(ops, map[string]any{"op": "test", "path": path + "/type", "value": c.Type}, map[string]any{"op": "remove", "path": path})
+		removed = append(removed, c.Type)
 	}
 	if len(removed) == 0 {
 		return nil, nil, nil
 	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": foo.ResourceVersion},
-		"status":   map[string]any{"conditions": kept},
-	})
+	slices.Reverse(removed)
+	patch, err := json.Marshal(ops)
 	return patch, removed, err
 }
 
