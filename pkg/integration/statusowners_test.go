@@ -52,26 +52,12 @@ import (
 // refused for good and the other two keep Reconciling=True beside
 // Ready=True.
 func TestStatusWrittenWhateverTheManagedFields(t *testing.T) {
-	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
-	s := newScenarioOn(t, cl)
-	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
-		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	stopWebhook := runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
-	t.Cleanup(func() { stopWebhook() })
-	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	s := newScenarioOn(t, privateCluster(t, clusterOptions{noConversionWebhook: true}))
+	stopWebhook, restartWebhook := webhookOnPrivatePlane(t, s, webhook.NewConverter(fooscheme.Scheme))
 	ctrl := s.startController()
 
 	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
 	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
-	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
-		_, err := alpha.List(s.ctx, metav1.ListOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
 	if _, err := alpha.Create(s.ctx, &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "outage"},
 		Spec: samplev1alpha1.FooSpec{DeploymentName: "web-outage", Replicas: ptr.To[int32](1)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -252,10 +238,7 @@ func TestStatusWrittenWhateverTheManagedFields(t *testing.T) {
 	}
 
 	// Up again: the Foo is read in v1alpha1 as it is.
-	if lis, err = net.Listen("tcp", addr); err != nil {
-		t.Fatal(err)
-	}
-	stopWebhook = runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
+	restartWebhook()
 	s.eventually(30*time.Second, "outage read in v1alpha1, Ready", func() (bool, string) {
 		got, err := alpha.Get(s.ctx, "outage", metav1.GetOptions{})
 		if err != nil {
@@ -290,14 +273,7 @@ func describeManagers(entries []metav1.ManagedFieldsEntry) string {
 // stored, and its retry gets AlreadyExists. What a client should do is in
 // docs/troubleshooting.md: read the Foo before creating it again, or apply.
 func TestCreateAnsweredWithAnErrorIsStored(t *testing.T) {
-	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
-	s := newScenarioOn(t, cl)
-	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
-		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newScenarioOn(t, privateCluster(t, clusterOptions{noConversionWebhook: true}))
 	converter := webhook.NewConverter(fooscheme.Scheme)
 	var failToAlpha atomic.Bool
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -313,18 +289,12 @@ func TestCreateAnsweredWithAnErrorIsStored(t *testing.T) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		converter.ServeHTTP(w, r)
 	})
-	stop := runWebhook(t, lis, keeper, handler)
-	t.Cleanup(stop)
-	serveV1beta1(t, s, "https://"+lis.Addr().String()+webhook.Path)
+	webhookOnPrivatePlane(t, s, handler)
 	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
-	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
-		_, err := alpha.List(s.ctx, metav1.ListOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
 
 	failToAlpha.Store(true)
 	foo := &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: samplev1alpha1.FooSpec{DeploymentName: "web-a"}}
-	_, err = alpha.Create(s.ctx, foo, metav1.CreateOptions{})
+	_, err := alpha.Create(s.ctx, foo, metav1.CreateOptions{})
 	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "conversion webhook") {
 		t.Fatalf("a v1alpha1 create whose answer cannot be converted: %v, want a 500 naming the conversion webhook", err)
 	}
@@ -350,25 +320,11 @@ func TestCreateAnsweredWithAnErrorIsStored(t *testing.T) {
 // none stuck. Without the repair (plan.WriteStatus), some stay stuck for
 // good (the figure is in issue 38's note).
 func TestWebhookOutageMidBurst(t *testing.T) {
-	cl := privateCluster(t, clusterOptions{noConversionWebhook: true})
-	s := newScenarioOn(t, cl)
-	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
-		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	stopWebhook := runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
-	t.Cleanup(func() { stopWebhook() })
-	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	s := newScenarioOn(t, privateCluster(t, clusterOptions{noConversionWebhook: true}))
+	stopWebhook, restartWebhook := webhookOnPrivatePlane(t, s, webhook.NewConverter(fooscheme.Scheme))
 	s.startController()
 	alpha := s.foos.SamplecontrollerV1alpha1().Foos(s.ns)
 	beta := s.foos.SamplecontrollerV1beta1().Foos(s.ns)
-	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
-		_, err := alpha.List(s.ctx, metav1.ListOptions{})
-		return err == nil, fmt.Sprint(err)
-	})
 	const n, patched = 300, 30
 	names := make([]string, n)
 	for i := range names {
@@ -409,10 +365,7 @@ func TestWebhookOutageMidBurst(t *testing.T) {
 		}
 	}
 	time.Sleep(5*time.Second - time.Since(down))
-	if lis, err = net.Listen("tcp", addr); err != nil {
-		t.Fatal(err)
-	}
-	stopWebhook = runWebhook(t, lis, keeper, webhook.NewConverter(fooscheme.Scheme))
+	restartWebhook()
 	back := time.Now()
 	<-burstDone
 	t.Logf("webhook down %v, mid-burst (%d of %d scales through v1alpha1 accepted); %d Foos patched in v1beta1 meanwhile, %d of them with their managed fields dropped",
@@ -471,4 +424,36 @@ func TestWebhookOutageMidBurst(t *testing.T) {
 	})
 	t.Logf("all %d Foos as their Deployments say %v after the webhook's return, %v after the last Deployment", n,
 		time.Since(back).Round(100*time.Millisecond), time.Since(available).Round(100*time.Millisecond))
+}
+
+// webhookOnPrivatePlane serves handler as the CRD's conversion webhook, on
+// an ephemeral port of 127.0.0.1, for s's private control plane, and waits
+// until v1alpha1 is served through it. stop takes it down (and waits for
+// it); restart serves it again at the same address.
+func webhookOnPrivatePlane(t *testing.T, s *scenario, handler http.Handler) (stop, restart func()) {
+	t.Helper()
+	keeper := &webhook.Keeper{Kube: s.kube, Dynamic: s.dyn, CRD: fooCRD, Hosts: []string{"127.0.0.1"},
+		Secret: types.NamespacedName{Namespace: s.ns, Name: "foo-controller-webhook-cert"}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	current := runWebhook(t, lis, keeper, handler)
+	t.Cleanup(func() { current() })
+	serveV1beta1(t, s, "https://"+addr+webhook.Path)
+	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
+		_, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	stop = func() { current() }
+	restart = func() {
+		t.Helper()
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		current = runWebhook(t, lis, keeper, handler)
+	}
+	return stop, restart
 }
