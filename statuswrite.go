@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,12 +75,18 @@ func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, wa
 	return updated, nil
 }
 
-// maxEventNote is the most characters an Event's note may have.
+// maxEventNote is the longest note, in bytes, the events API takes.
 const maxEventNote = 1024
 
+// truncate cuts s to at most n bytes, at a character's start, marking the
+// cut.
 func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
