@@ -67,7 +67,7 @@ func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, wa
 	// Regarding the Foo without its resourceVersion: the events API folds
 	// the same Event about the same object into one, with a count, so a
 	// client that keeps applying our conditions costs one Event, not one per
-	// repair. The note must stay within the API's 1024 characters.
+	// repair. The note must stay within the API's 1024 bytes.
 	unversioned := &samplev1beta1.Foo{TypeMeta: foo.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: foo.Namespace, Name: foo.Name, UID: foo.UID}}
 	c.event(unversioned, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus", "%s",
 		truncate(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",

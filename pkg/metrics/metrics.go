@@ -84,7 +84,7 @@ var (
 	StatusRepairs = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "status_repairs_total",
-		Help:           "Foo status writes whose server-side apply could not remove a condition (another field manager co-owns it) and that removed it with a merge patch, by result: repaired (one StatusRepaired Warning each), or failed (retried with backoff; the error is logged).",
+		Help:           "Foo status writes whose server-side apply could not remove a condition (another field manager co-owns it) and that removed it with a JSON patch, by result: repaired (StatusRepaired Warnings, repeats folded into one Event), or failed (retried with backoff; the error is logged).",
 		StabilityLevel: k8smetrics.ALPHA,
 	}, []string{"result"})
 

@@ -645,8 +645,8 @@ func foreignConditions(st samplev1beta1.FooStatus) []metav1.Condition {
 // have done to a Foo's status and its managed fields — the controller's
 // earlier writes, other managers' applies (forced or not, of whole
 // conditions or parts, of values the same as ours or not) and updates,
-// managed fields cleared — the controller's status write (apply, then the
-// merge patch when the apply was refused or kept something) leaves the
+// managed fields cleared — the controller's status write (WriteStatus:
+// apply, then the JSON patch that removes what the apply could not) leaves the
 // status it wants, valid, with the other writers' conditions as they were.
 //
 // `go test` runs the seeds below; `go test -fuzz=FuzzStatusWriteFromAnyOwnership
@@ -711,8 +711,8 @@ func droppedConditionOwners(t *testing.T, foo *samplev1beta1.Foo, want samplev1b
 	return StaleConditionOwners(foo, removed, controllerManager)
 }
 
-// TestStatusOwnershipOfTheControllersOwnHeal: the repair's merge patch is
-// an Update, which would give the controller an Update entry owning what it
+// TestStatusOwnershipOfTheControllersOwnHeal: the repair's patch is an
+// Update, which would give the controller an Update entry owning what it
 // wrote; had it written the status (not only removed conditions), that
 // entry would own the Stalled a refused apply could not add, and block the
 // apply that later drops Stalled — refused, since an apply in between took
