@@ -87,6 +87,12 @@ bench: ## Measure the controller on the local control plane (see docs/performanc
 bench-conversion: ## The conversion webhook's cost per Foo, each way (no cluster; seconds).
 	go test -run '^$$' -bench Convert -count 5 ./pkg/webhook/
 
+.PHONY: bench-webhook
+bench-webhook: ## The controller's peak RSS under issue 39's attack on its webhook port, beside its figure without (4,000 Foos; about 5 minutes).
+	FOO_TESTBIN="$$(hack/install-testbin.sh --print-dir)" FOO_ATTACK_FOOS=$(or $(ATTACK_FOOS),4000) \
+	  go test -tags integration -count=1 -timeout 30m -run '^TestWebhookUnderAttack$$' -v ./pkg/integration/ \
+	  | grep -E 'converged in|peak RSS|conversions meanwhile|^(--- |ok|FAIL)'
+
 .PHONY: bench-cache
 bench-cache: ## Bytes one Foo and one Deployment cost in the informer caches (no cluster; seconds).
 	go test -run '^$$' -bench CachedBytes ./pkg/cachetrim/

@@ -41,7 +41,8 @@ const (
 const (
 	ConversionSuccess = "success" // every object converted
 	ConversionFailure = "failure" // answered Failure: the request that needed it fails with the message
-	ConversionInvalid = "invalid" // not a ConversionReview (an HTTP error): not the API server
+	ConversionInvalid = "invalid" // not a ConversionReview (an HTTP error), or one cut off (an object over 3 MiB, a client that stalled): not the API server
+	ConversionBusy    = "busy"    // 429: the reviews being answered held the webhook's memory budget for 10 s
 )
 
 var (
@@ -136,7 +137,7 @@ var (
 	ConversionReviews = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "conversion_reviews_total",
-		Help:           "ConversionReviews the webhook answered, by result: success, failure (the API server fails the request that needed it, with the message) or invalid (not a review).",
+		Help:           "ConversionReviews the webhook answered, by result: success, failure (the API server fails the request that needed it, with the message), invalid (not a review, or one cut off: an object over 3 MiB, a client that stalled) or busy (429: the webhook's memory budget held by other reviews for 10 s).",
 		StabilityLevel: k8smetrics.ALPHA,
 	}, []string{"result"})
 

@@ -7,6 +7,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,10 +17,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 
@@ -28,31 +31,72 @@ import (
 
 // MaxReviewBytes bounds a ConversionReview's body. The API server sends a
 // list's objects in one review (a list of Foos read in the other version),
-// so this is sized for lists, not for one object: some 100,000 Foos.
+// so this is sized for lists, not for one object: some 200,000 Foos. The
+// memory a review costs does not grow with it (see ServeHTTP): it bounds
+// the time a review takes, not its memory.
 const MaxReviewBytes = 256 << 20
 
-// MaxConcurrentReviews bounds the reviews converted at once. A review holds
-// some 7 times its size in memory while it is converted (a list of 16,000
-// Foos: 63 MB in, 436 MB at the peak), so reviews that come together wait
-// for each other, once read, rather than add up.
-const MaxConcurrentReviews = 2
+// MaxObjectBytes bounds one object of a review. The API server refuses a
+// request body over 3 MiB (k8s.io/apiserver's MaxRequestBodyBytes), so no
+// Foo it stores, and sends back, can be larger.
+const MaxObjectBytes = 3 << 20
+
+// MemoryBudget bounds the memory the reviews being answered hold at once,
+// all together, as ServeHTTP accounts for it: a review holds
+// reviewBaseBytes while it is read, converted and answered, enough for
+// objects of up to a quarter of it (the bytes read, their decoding, the
+// answer: some 4 times an object's size); one with a larger object takes
+// largeReviewBytes, for the rest of the review, waiting until it is free.
+// Whoever sends reviews, of whatever size, the memory they hold stays
+// within this: the API server's reviews of ordinary Foos, of one object
+// or of a list of 100,000, need the base share each.
+const MemoryBudget = 16 << 20
+
+const (
+	// reviewBaseBytes is a review's share to start with: its
+	// connection's buffers, and Foos of up to 16 KiB.
+	reviewBaseBytes = 64 << 10
+	// largeReviewBytes is the share of a review with a larger object:
+	// enough for the largest. Two sizes and no more, so that no review
+	// holding a share ever waits for another (a review waits holding its
+	// base share, and one holding the large share never waits again):
+	// reviews that each hold part and wait for more could wait for each
+	// other until budgetWait refused them all.
+	largeReviewBytes = 4 * MaxObjectBytes
+	// budgetWait is how long a review waits for its share before it is
+	// refused (429, or a Failure once its answer has begun).
+	budgetWait = 10 * time.Second
+)
+
+// stallTimeout is how long a read of the review, or a write of its
+// answer, may wait on the client: the API server sends a review and reads
+// its answer at once, so a client that stalls longer is not one, and gives
+// back the share it holds. A variable for the tests.
+var stallTimeout = 5 * time.Second
 
 // Converter serves ConversionReviews for the kinds its scheme knows.
 type Converter struct {
 	scheme *runtime.Scheme
-	slots  chan struct{}
+	budget *semaphore.Weighted
 }
 
 // NewConverter returns a Converter converting through scheme, which must
 // hold every served version and the conversions between them.
 func NewConverter(scheme *runtime.Scheme) *Converter {
-	return &Converter{scheme: scheme, slots: make(chan struct{}, MaxConcurrentReviews)}
+	return &Converter{scheme: scheme, budget: semaphore.NewWeighted(MemoryBudget)}
 }
 
-// ServeHTTP answers one ConversionReview. A review that cannot be read is an
-// HTTP error; a review whose objects cannot all be converted is answered
-// with a Failure result, whose message the API server hands on to the
-// client that asked (a kubectl user, or the controller's list).
+// ServeHTTP answers one ConversionReview, as it reads it: each object is
+// converted as soon as it is read and written out at once, so that a
+// review costs the memory of one object, not of the review. A review that
+// is not one (not JSON, no request, uid and desiredAPIVersion after the
+// objects: the API server sends them first) is an HTTP error, and so is a
+// body over MaxReviewBytes that says its length (413). Once the answer
+// has begun, an object that cannot be converted, or read (over
+// MaxObjectBytes, the body cut short), ends it with a Failure result, the
+// objects before it already written: the API server reads the result
+// first, and hands its message on to the client that asked (a kubectl
+// user, or the controller's list), whatever objects came before.
 func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	result := metrics.ConversionInvalid
@@ -68,46 +112,315 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a ConversionReview is sent as application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
+	if r.ContentLength > MaxReviewBytes {
+		http.Error(w, fmt.Sprintf("a ConversionReview of more than %d bytes", MaxReviewBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	share, err := c.take(r.Context(), nil, reviewBaseBytes)
 	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("a ConversionReview of more than %d bytes", MaxReviewBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "reading the ConversionReview: "+err.Error(), http.StatusBadRequest)
+		result = metrics.ConversionBusy
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the webhook is answering as many reviews as its memory allows: "+err.Error(), http.StatusTooManyRequests)
 		return
 	}
-	// A slot once the body is in, so that a client that sends its body
-	// slowly holds no slot (the server's read timeout bounds it).
-	select {
-	case c.slots <- struct{}{}:
-		defer func() { <-c.slots }()
-	case <-r.Context().Done():
-		http.Error(w, "gave up waiting for the reviews before it", http.StatusServiceUnavailable)
-		return
-	}
-	var review apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-		http.Error(w, fmt.Sprintf("not a ConversionReview with a request (%v)", err), http.StatusBadRequest)
-		return
-	}
-	resp := c.Convert(review.Request)
-	result = metrics.ConversionSuccess
-	metrics.ConversionObjects.Add(float64(len(resp.ConvertedObjects)))
-	if resp.Result.Status != metav1.StatusSuccess {
-		result = metrics.ConversionFailure
-		klog.FromContext(r.Context()).Info("Conversion refused", "uid", resp.UID, "desiredAPIVersion", review.Request.DesiredAPIVersion, "message", resp.Result.Message)
-	}
-	out, err := json.Marshal(apiextensionsv1.ConversionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "ConversionReview"},
-		Response: resp,
-	})
-	if err != nil {
+	defer func() { c.budget.Release(share.held) }()
+	rc := http.NewResponseController(w)
+	// Read as the answer is written: without it, an HTTP/1 server stops
+	// the body's reads once the answer has begun.
+	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	body := &reviewBody{r: http.MaxBytesReader(w, r.Body, MaxReviewBytes), share: share, c: c, ctx: r.Context(),
+		stall: func() { _ = rc.SetReadDeadline(stallDeadline(start, 30*time.Second)) }}
+	dec := json.NewDecoder(body)
+	req, err := readRequestHead(dec, body)
+	if err != nil {
+		code := http.StatusBadRequest
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	logger := klog.FromContext(r.Context())
+	out := &answer{w: w, stall: func() { _ = rc.SetWriteDeadline(stallDeadline(start, 60*time.Second)) }}
+	n, err := c.convertAll(dec, body, req, out.begin(req.UID))
+	metrics.ConversionObjects.Add(float64(n))
+	result = metrics.ConversionSuccess
+	status := metav1.Status{Status: metav1.StatusSuccess}
+	switch {
+	case err != nil && (body.broken != nil || errors.Is(err, errObjectTooLarge)):
+		// Not what the API server sends: counted and logged apart
+		// from its failures, so that no client can flood the log or
+		// set off the alert on failures.
+		result = metrics.ConversionInvalid
+		status = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+		logger.V(2).Info("Review cut off", "uid", req.UID, "message", status.Message)
+	case err != nil:
+		result = metrics.ConversionFailure
+		status = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+		logger.Info("Conversion refused", "uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "message", status.Message)
+	}
+	if err := out.end(status); err != nil {
+		logger.V(2).Info("Conversion answer cut short", "uid", req.UID, "err", err)
+	}
+	// The rest of the body (the review's closing brackets; after a
+	// failure, the objects not read) is read here, within the limits: an
+	// HTTP/1 server, reading in full duplex, must not meet the body's end
+	// after the handler has returned. A client that stalls or sends too
+	// much has its connection closed, once it has the answer.
+	if body.broken == nil {
+		_ = rc.SetReadDeadline(stallDeadline(start, 30*time.Second))
+		_, body.broken = io.Copy(io.Discard, body.r)
+	}
+	if body.broken != nil && r.ProtoMajor == 1 {
+		_ = rc.Flush()
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// stallDeadline is when a read or write that starts now must be done: in
+// stallTimeout, and never past limit from the review's start (the
+// server's own timeouts, which a deadline set here replaces).
+func stallDeadline(start time.Time, limit time.Duration) time.Time {
+	d := time.Now().Add(stallTimeout)
+	if end := start.Add(limit); end.Before(d) {
+		return end
+	}
+	return d
+}
+
+// share is the part of MemoryBudget a review holds.
+type share struct{ held int64 }
+
+// take makes s (a new share if nil) at least n bytes, waiting for others
+// to give theirs back for up to budgetWait.
+func (c *Converter) take(ctx context.Context, s *share, n int64) (*share, error) {
+	if s == nil {
+		s = &share{}
+	}
+	if n <= s.held {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	if err := c.budget.Acquire(ctx, n-s.held); err != nil {
+		return s, fmt.Errorf("no %d bytes free within %v (%w)", n, budgetWait, err)
+	}
+	s.held = n
+	return s, nil
+}
+
+// reviewBody is a review's body, as its decoder reads it: it stops the
+// object being read at MaxObjectBytes, and takes the large share before
+// the object being read outgrows the base one. A stalled client is cut
+// off: each read must be done by stall's deadline.
+type reviewBody struct {
+	r     io.Reader
+	c     *Converter
+	ctx   context.Context
+	share *share
+	stall func()
+	read  int64 // bytes read
+	from  int64 // where the value being decoded starts
+
+	broken error // the client's read that failed (a stall, too many bytes), if one did
+}
+
+var errObjectTooLarge = fmt.Errorf("an object of more than %d bytes (the API server stores none so large)", MaxObjectBytes)
+
+func (b *reviewBody) Read(p []byte) (int, error) {
+	window := b.read - b.from // bytes of the value, and what follows, read so far
+	if window >= MaxObjectBytes {
+		return 0, errObjectTooLarge
+	}
+	p = p[:min(int64(len(p)), MaxObjectBytes-window)]
+	if 4*(window+int64(len(p))) > b.share.held {
+		if _, err := b.c.take(b.ctx, b.share, largeReviewBytes); err != nil {
+			return 0, err
+		}
+	}
+	b.stall()
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	if err != nil && err != io.EOF {
+		b.broken = err
+	}
+	return n, err
+}
+
+// startValue: the decoder is about to read a value, which starts at off.
+func (b *reviewBody) startValue(off int64) { b.from = off }
+
+// requestHead is what of a ConversionRequest comes before its objects.
+type requestHead struct {
+	UID               types.UID
+	DesiredAPIVersion string
+	noObjects         bool // "objects": null, as a Go client sends an empty list
+}
+
+// readRequestHead reads the review up to the first object of
+// request.objects: the request's uid and desiredAPIVersion, which the
+// API server sends first (ConversionRequest's field order), are needed
+// to begin the answer. Other fields are read and passed over.
+func readRequestHead(dec *json.Decoder, body *reviewBody) (requestHead, error) {
+	var head requestHead
+	if err := expectDelim(dec, '{'); err != nil {
+		return head, fmt.Errorf("not a ConversionReview: %w", err)
+	}
+	for {
+		key, err := nextKey(dec)
+		if err != nil {
+			return head, fmt.Errorf("not a ConversionReview: %w", err)
+		}
+		switch key {
+		case "":
+			return head, errors.New("not a ConversionReview with a request")
+		case "request":
+			if err := expectDelim(dec, '{'); err != nil {
+				return head, fmt.Errorf("request: %w", err)
+			}
+			for {
+				key, err := nextKey(dec)
+				if err != nil {
+					return head, fmt.Errorf("request: %w", err)
+				}
+				switch key {
+				case "":
+					return head, errors.New("request: no objects")
+				case "uid":
+					body.startValue(dec.InputOffset())
+					err = dec.Decode(&head.UID)
+				case "desiredAPIVersion":
+					body.startValue(dec.InputOffset())
+					err = dec.Decode(&head.DesiredAPIVersion)
+				case "objects":
+					if head.UID == "" || head.DesiredAPIVersion == "" {
+						return head, errors.New("request: uid and desiredAPIVersion must come before objects, as the API server sends them")
+					}
+					tok, err := dec.Token()
+					switch {
+					case err != nil:
+						return head, fmt.Errorf("request.objects: %w", err)
+					case tok == nil:
+						head.noObjects = true
+					case tok != json.Delim('['):
+						return head, fmt.Errorf("request.objects: %v, not a list", tok)
+					}
+					return head, nil
+				default:
+					err = skipValue(dec, body)
+				}
+				if err != nil {
+					return head, fmt.Errorf("request.%s: %w", key, err)
+				}
+			}
+		default:
+			if err := skipValue(dec, body); err != nil {
+				return head, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+}
+
+// nextKey is the next key of the object being read, or "" at its end.
+func nextKey(dec *json.Decoder) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	if tok == json.Delim('}') {
+		return "", nil
+	}
+	key, ok := tok.(string)
+	if !ok || key == "" {
+		return "", fmt.Errorf("a key, not %v", tok)
+	}
+	return key, nil
+}
+
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("%v, not %v", tok, d)
+	}
+	return nil
+}
+
+// skipValue reads the next value and drops it, within MaxObjectBytes.
+func skipValue(dec *json.Decoder, body *reviewBody) error {
+	body.startValue(dec.InputOffset())
+	var v json.RawMessage
+	return dec.Decode(&v)
+}
+
+// convertAll converts the objects of request.objects as it reads them,
+// writing each to out, until the array ends, and says how many.
+func (c *Converter) convertAll(dec *json.Decoder, body *reviewBody, head requestHead, out *answer) (int, error) {
+	desired, err := schema.ParseGroupVersion(head.DesiredAPIVersion)
+	if err != nil || head.noObjects {
+		return 0, err
+	}
+	i := 0
+	for ; dec.More(); i++ {
+		body.startValue(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return i, fmt.Errorf("object %d: %w", i+1, err)
+		}
+		converted, err := c.convert(raw, desired)
+		if err != nil {
+			return i, fmt.Errorf("object %d: %w", i+1, err)
+		}
+		if err := out.object(converted); err != nil {
+			return i, err
+		}
+	}
+	return i, expectDelim(dec, ']')
+}
+
+// answer writes a ConversionReview's answer as its objects come.
+type answer struct {
+	w     io.Writer
+	stall func()
+	n     int
+	err   error // the first write that failed: the client is gone
+}
+
+func (a *answer) write(parts ...[]byte) {
+	for _, p := range parts {
+		if a.err == nil {
+			a.stall()
+			_, a.err = a.w.Write(p)
+		}
+	}
+}
+
+func (a *answer) begin(uid types.UID) *answer {
+	if h, ok := a.w.(http.ResponseWriter); ok {
+		h.Header().Set("Content-Type", "application/json")
+	}
+	id, _ := json.Marshal(uid)
+	a.write([]byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":`), id, []byte(`,"convertedObjects":[`))
+	return a
+}
+
+func (a *answer) object(raw []byte) error {
+	if a.n++; a.n > 1 {
+		a.write([]byte{','})
+	}
+	a.write(raw)
+	return a.err
+}
+
+func (a *answer) end(status metav1.Status) error {
+	st, _ := json.Marshal(status)
+	a.write([]byte(`],"result":`), st, []byte("}}"))
+	return a.err
 }
 
 // Convert converts every object of req to req.DesiredAPIVersion, in order,

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -51,6 +53,8 @@ func TestConverterServesReviews(t *testing.T) {
 		body    []byte
 		want    []string // converted objects, as JSON
 		failure string   // or the failure's message contains this
+		before  int      // and the objects before the one that failed, written out already
+		invalid bool     // counted as invalid (not what the API server sends), not as a failure
 	}{
 		{name: "v1alpha1 to v1beta1", body: review("samplecontroller.example.com/v1beta1", alphaFoo), want: []string{betaFoo}},
 		{name: "v1beta1 to v1alpha1", body: review("samplecontroller.example.com/v1alpha1", betaFoo), want: []string{alphaFoo}},
@@ -59,21 +63,29 @@ func TestConverterServesReviews(t *testing.T) {
 		{name: "mixed versions in, one version out", body: review("samplecontroller.example.com/v1beta1", alphaFoo, betaFoo2), want: []string{betaFoo, betaFoo2}},
 		{name: "no objects", body: review("samplecontroller.example.com/v1beta1"), want: []string{}},
 		{name: "a version the webhook does not know", body: review("samplecontroller.example.com/v2", alphaFoo),
-			failure: `object 1 of 1: Foo ns/a to samplecontroller.example.com/v2: no kind "Foo" is registered for version "samplecontroller.example.com/v2"`},
+			failure: `object 1: Foo ns/a to samplecontroller.example.com/v2: no kind "Foo" is registered for version "samplecontroller.example.com/v2"`},
 		{name: "a kind the webhook does not know", body: review("samplecontroller.example.com/v1beta1", betaFoo, `{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Bar","metadata":{"name":"x"}}`),
-			failure: `object 2 of 2: samplecontroller.example.com/v1alpha1, Kind=Bar: no kind "Bar" is registered`},
+			failure: `object 2: samplecontroller.example.com/v1alpha1, Kind=Bar: no kind "Bar" is registered`, before: 1},
 		{name: "a field the webhook does not know is refused, not dropped", body: review("samplecontroller.example.com/v1beta1",
 			strings.Replace(alphaFoo, `"image":"nginx:1.27"`, `"image":"nginx:1.27","paused":true`, 1)),
-			failure: `object 1 of 1: Foo ns/a: unknown field "spec.paused" (is the webhook older than the CRD?)`},
+			failure: `object 1: Foo ns/a: unknown field "spec.paused" (is the webhook older than the CRD?)`},
 		{name: "a metadata field the webhook does not know is passed over (the API server keeps its metadata)", body: review("samplecontroller.example.com/v1beta1",
 			strings.Replace(alphaFoo, `"generation":2,`, `"generation":2,"shardKey":"x",`, 1)), want: []string{betaFoo}},
 		{name: "an object that is not JSON", body: review("samplecontroller.example.com/v1beta1", `"x"`),
-			failure: "object 1 of 1: json: cannot unmarshal string"},
+			failure: "object 1: json: cannot unmarshal string"},
+		{name: "an object larger than the API server stores", body: review("samplecontroller.example.com/v1alpha1", betaFoo,
+			strings.Replace(betaFoo2, `"x":"y"`, `"x":"`+strings.Repeat("y", MaxObjectBytes)+`"`, 1)),
+			failure: "object 2: an object of more than 3145728 bytes", before: 1, invalid: true},
+		{name: "a review cut short", body: review("samplecontroller.example.com/v1alpha1", betaFoo, betaFoo)[:250],
+			failure: "object 1: unexpected EOF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			result, objects := metrics.ConversionSuccess, len(tc.want)
 			if tc.failure != "" {
-				result, objects = metrics.ConversionFailure, 0
+				result, objects = metrics.ConversionFailure, tc.before
+			}
+			if tc.invalid {
+				result = metrics.ConversionInvalid
 			}
 			before := counted(t, result)
 			beforeObjects, _ := testutil.GetCounterMetricValue(metrics.ConversionObjects)
@@ -99,8 +111,10 @@ func TestConverterServesReviews(t *testing.T) {
 				t.Fatalf("not a response to the review: %+v", got)
 			}
 			if tc.failure != "" {
-				if got.Response.Result.Status != metav1.StatusFailure || !strings.Contains(got.Response.Result.Message, tc.failure) || got.Response.ConvertedObjects != nil {
-					t.Fatalf("result %+v with %d objects, want a failure containing %q and none", got.Response.Result, len(got.Response.ConvertedObjects), tc.failure)
+				// The API server reads the result first: the objects
+				// before the failure are passed over.
+				if got.Response.Result.Status != metav1.StatusFailure || !strings.Contains(got.Response.Result.Message, tc.failure) || len(got.Response.ConvertedObjects) != tc.before {
+					t.Fatalf("result %+v with %d objects, want a failure containing %q after %d", got.Response.Result, len(got.Response.ConvertedObjects), tc.failure, tc.before)
 				}
 				return
 			}
@@ -156,7 +170,9 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 		{"YAML", http.MethodPost, "application/yaml", string(review("samplecontroller.example.com/v1beta1")), http.StatusUnsupportedMediaType},
 		{"not JSON", http.MethodPost, "application/json", "{", http.StatusBadRequest},
 		{"a review without a request", http.MethodPost, "application/json", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview"}`, http.StatusBadRequest},
-		{"too big", http.MethodPost, "application/json", `{"request":{"objects":[` + strings.Repeat(" ", MaxReviewBytes) + `]}}`, http.StatusRequestEntityTooLarge},
+		{"too big, refused before it is read", http.MethodPost, "application/json", `{"request":{"objects":[` + strings.Repeat(" ", MaxReviewBytes) + `]}}`, http.StatusRequestEntityTooLarge},
+		{"objects before the uid (the API server sends the uid first)", http.MethodPost, "application/json", `{"request":{"desiredAPIVersion":"samplecontroller.example.com/v1beta1","objects":[],"uid":"x"}}`, http.StatusBadRequest},
+		{"objects not a list", http.MethodPost, "application/json", `{"request":{"uid":"x","desiredAPIVersion":"samplecontroller.example.com/v1beta1","objects":{}}}`, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
@@ -174,56 +190,142 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 	}
 }
 
-// TestConverterConvertsTwoReviewsAtOnce: with MaxConcurrentReviews being
-// converted, a third waits, and answers 503 if its client gives up first;
-// once one is done, it is served. A review whose body is still coming
-// holds no slot.
-func TestConverterConvertsTwoReviewsAtOnce(t *testing.T) {
+// TestConverterHoldsToItsMemoryBudget: a review holds reviewBaseBytes of
+// MemoryBudget while it is answered, and gives it back when done, even if
+// it failed; with the budget spent, a review waits, and answers 429 (with
+// Retry-After) if its client gives up first; once the budget is back, it
+// is served. A review whose body is still coming holds no more than its
+// base share.
+func TestConverterHoldsToItsMemoryBudget(t *testing.T) {
 	c := NewConverter(fooscheme.Scheme)
-	for range MaxConcurrentReviews {
-		c.slots <- struct{}{} // reviews being converted
-	}
-	post := func(ctx context.Context) *httptest.ResponseRecorder {
+	post := func(ctx context.Context, body io.Reader) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(review("samplecontroller.example.com/v1beta1", alphaFoo))).WithContext(ctx)
+		req := httptest.NewRequest(http.MethodPost, "/convert", body).WithContext(ctx)
 		req.Header.Set("Content-Type", "application/json")
 		c.ServeHTTP(rec, req)
 		return rec
 	}
+	ok := func() io.Reader { return bytes.NewReader(review("samplecontroller.example.com/v1beta1", alphaFoo)) }
+	free := func(n int64) bool {
+		if !c.budget.TryAcquire(n) {
+			return false
+		}
+		c.budget.Release(n)
+		return true
+	}
+
+	if err := c.budget.Acquire(t.Context(), MemoryBudget); err != nil { // held by other reviews
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if rec := post(ctx); rec.Code != http.StatusServiceUnavailable {
-		t.Errorf("a third review while two are converted: %d, want 503 once its client gives up", rec.Code)
+	metrics.Register("test", "")
+	busy := counted(t, metrics.ConversionBusy)
+	if rec := post(ctx, ok()); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a review with the budget spent: %d (Retry-After %q), want 429 once its client gives up", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if got := counted(t, metrics.ConversionBusy) - busy; got != 1 {
+		t.Errorf("counted %v busy reviews, want 1", got)
 	}
 	done := make(chan *httptest.ResponseRecorder)
-	go func() { done <- post(t.Context()) }()
+	go func() { done <- post(t.Context(), ok()) }()
 	select {
 	case rec := <-done:
-		t.Fatalf("served (%d) while two reviews were converted", rec.Code)
+		t.Fatalf("served (%d) with the budget spent", rec.Code)
 	case <-time.After(100 * time.Millisecond):
 	}
-	<-c.slots // one is done
+	c.budget.Release(MemoryBudget)
 	if rec := <-done; rec.Code != http.StatusOK {
-		t.Errorf("after one was done: %d", rec.Code)
+		t.Errorf("once the budget was back: %d", rec.Code)
 	}
-	<-c.slots
+	if !free(MemoryBudget) {
+		t.Errorf("a review served kept some of the budget")
+	}
 
-	// A client still sending its body holds no slot.
-	body, send := io.Pipe()
-	go func() {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/convert", body)
-		req.Header.Set("Content-Type", "application/json")
-		c.ServeHTTP(rec, req)
-		done <- rec
-	}()
-	time.Sleep(100 * time.Millisecond)
-	if n := len(c.slots); n != 0 {
-		t.Errorf("%d slots taken by a review whose body is still coming", n)
+	// A failed review gives its share back too, however much its object took.
+	huge := review("samplecontroller.example.com/v1alpha1", strings.Replace(betaFoo2, `"x":"y"`, `"x":"`+strings.Repeat("y", MaxObjectBytes)+`"`, 1))
+	if rec := post(t.Context(), bytes.NewReader(huge)); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "an object of more than") {
+		t.Errorf("a review of an object too large: %d %.200s", rec.Code, rec.Body.String())
 	}
-	_, _ = send.Write(review("samplecontroller.example.com/v1beta1", alphaFoo))
+	if !free(MemoryBudget) {
+		t.Errorf("a failed review kept some of the budget")
+	}
+
+	// A client still sending its body holds its base share, no more.
+	body, send := io.Pipe()
+	go func() { done <- post(t.Context(), body) }()
+	full := review("samplecontroller.example.com/v1beta1", alphaFoo, alphaFoo)
+	_, _ = send.Write(full[:200])
+	time.Sleep(100 * time.Millisecond)
+	if !free(MemoryBudget-reviewBaseBytes) || free(MemoryBudget-reviewBaseBytes+1) {
+		t.Errorf("a review whose body is still coming does not hold exactly its base share (%d bytes)", reviewBaseBytes)
+	}
+	_, _ = send.Write(full[200:])
 	_ = send.Close()
 	if rec := <-done; rec.Code != http.StatusOK {
 		t.Errorf("the slow review: %d", rec.Code)
+	}
+}
+
+// TestConverterListOfOrdinaryFoosHoldsItsBaseShare: a list of 20,000
+// Foos as the API server sends one (22 MB) is answered within the base
+// share: the memory a review holds does not grow with the review.
+func TestConverterListOfOrdinaryFoosHoldsItsBaseShare(t *testing.T) {
+	c := NewConverter(fooscheme.Scheme)
+	objects := make([]string, 20000)
+	for i := range objects {
+		objects[i] = storedBeta
+	}
+	body := review("samplecontroller.example.com/v1alpha1", objects...)
+	// Everything but the base share held by others: the review is served
+	// only if it never needs more.
+	if err := c.budget.Acquire(t.Context(), MemoryBudget-reviewBaseBytes); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(body)).WithContext(ctx)
+	req.Header.Set("Content-Type", "application/json")
+	c.ServeHTTP(rec, req)
+	var got apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("%d: %v", rec.Code, err)
+	}
+	if got.Response.Result.Status != metav1.StatusSuccess || len(got.Response.ConvertedObjects) != len(objects) {
+		t.Fatalf("result %+v, %d objects of %d (%d bytes sent)", got.Response.Result, len(got.Response.ConvertedObjects), len(objects), len(body))
+	}
+}
+
+// TestConverterCutsOffAStalledClient: a client that stops sending its
+// review mid-object is cut off after stallTimeout, and its share is given
+// back: it cannot hold the budget for longer by sending slowly.
+func TestConverterCutsOffAStalledClient(t *testing.T) {
+	c := NewConverter(fooscheme.Scheme)
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	full := review("samplecontroller.example.com/v1beta1", alphaFoo)
+	fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(full), full[:200])
+	start := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(3 * stallTimeout))
+	answer, _ := io.ReadAll(conn) // until the server closes it
+	took := time.Since(start)
+	if took < stallTimeout-time.Second || took > 2*stallTimeout {
+		t.Errorf("the stalled review ended after %v, want about %v", took, stallTimeout)
+	}
+	if strings.Contains(string(answer), `"status":"Success"`) {
+		t.Errorf("a stalled review answered as converted: %s", answer)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.budget.TryAcquire(MemoryBudget) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled review kept its share")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
