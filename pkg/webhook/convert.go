@@ -7,6 +7,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/semaphore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -41,31 +43,36 @@ const MaxReviewBytes = 256 << 20
 // Foo it stores, and sends back, can be larger.
 const MaxObjectBytes = 3 << 20
 
-// MemoryBudget bounds the memory the reviews being answered hold at once,
-// all together, as ServeHTTP accounts for it: a review holds
-// reviewBaseBytes while it is read, converted and answered, enough for
-// objects of up to a quarter of it (the bytes read, their decoding, the
-// answer: some 4 times an object's size); one with a larger object takes
-// largeReviewBytes, for the rest of the review, waiting until it is free.
-// Whoever sends reviews, of whatever size, the memory they hold stays
-// within this: the API server's reviews of ordinary Foos, of one object
-// or of a list of 100,000, need the base share each.
-const MemoryBudget = 16 << 20
-
+// The memory the reviews being answered hold at once, all together, is
+// bounded by two pools, whoever sends them. A review holds one of
+// baseReviews shares of baseReviewBytes while it is read, converted and
+// answered: enough for objects of up to baseObjectBytes (the bytes read,
+// their decoding, the answer). A review whose object is larger gives its
+// share back and waits for the one large share, largeReviewBytes (6
+// times the largest object: a Foo of 3 MB took 15.5 MiB at its peak), for
+// the rest of it. The API server's reviews of ordinary Foos, of one
+// object or of a list of 100,000, need a base share each, and never wait
+// behind a large one; a review waits for a share for up to budgetWait,
+// then is refused (429, or a Failure once its answer has begun).
 const (
-	// reviewBaseBytes is a review's share to start with: its
-	// connection's buffers, and Foos of up to 16 KiB.
-	reviewBaseBytes = 64 << 10
-	// largeReviewBytes is the share of a review with a larger object:
-	// enough for the largest. Two sizes and no more, so that no review
-	// holding a share ever waits for another (a review waits holding its
-	// base share, and one holding the large share never waits again):
-	// reviews that each hold part and wait for more could wait for each
-	// other until budgetWait refused them all.
-	largeReviewBytes = 4 * MaxObjectBytes
-	// budgetWait is how long a review waits for its share before it is
-	// refused (429, or a Failure once its answer has begun).
+	baseReviews      = 64
+	baseReviewBytes  = 64 << 10
+	baseObjectBytes  = 12 << 10
+	largeReviewBytes = 6 * MaxObjectBytes
+
+	// MemoryBudget is what the two pools hold at most: 22 MiB.
+	MemoryBudget = baseReviews*baseReviewBytes + largeReviewBytes
+
+	// budgetWait is how long a review waits for its share.
 	budgetWait = 10 * time.Second
+
+	// maxHeadValue bounds each value of the review before its objects
+	// (uid, desiredAPIVersion, and what else a client puts there): the
+	// API server's are short, and the answer repeats them.
+	maxHeadValue = 256
+	// maxMessage bounds a Failure's message and its log line: it names
+	// the object and what was wrong, not what the client sent at length.
+	maxMessage = 1024
 )
 
 // stallTimeout is how long a read of the review, or a write of its
@@ -77,13 +84,14 @@ var stallTimeout = 5 * time.Second
 // Converter serves ConversionReviews for the kinds its scheme knows.
 type Converter struct {
 	scheme *runtime.Scheme
-	budget *semaphore.Weighted
+	base   *semaphore.Weighted // baseReviews shares
+	large  *semaphore.Weighted // the large share: one review at a time
 }
 
 // NewConverter returns a Converter converting through scheme, which must
 // hold every served version and the conversions between them.
 func NewConverter(scheme *runtime.Scheme) *Converter {
-	return &Converter{scheme: scheme, budget: semaphore.NewWeighted(MemoryBudget)}
+	return &Converter{scheme: scheme, base: semaphore.NewWeighted(baseReviews), large: semaphore.NewWeighted(1)}
 }
 
 // ServeHTTP answers one ConversionReview, as it reads it: each object is
@@ -116,22 +124,16 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("a ConversionReview of more than %d bytes", MaxReviewBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
-	share, err := c.take(r.Context(), nil, reviewBaseBytes)
-	if err != nil {
+	share := &share{c: c}
+	defer share.release()
+	if err := share.takeBase(r.Context()); err != nil {
 		result = metrics.ConversionBusy
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the webhook is answering as many reviews as its memory allows: "+err.Error(), http.StatusTooManyRequests)
 		return
 	}
-	defer func() { c.budget.Release(share.held) }()
 	rc := http.NewResponseController(w)
-	// Read as the answer is written: without it, an HTTP/1 server stops
-	// the body's reads once the answer has begun.
-	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	body := &reviewBody{r: http.MaxBytesReader(w, r.Body, MaxReviewBytes), share: share, c: c, ctx: r.Context(),
+	body := &reviewBody{r: http.MaxBytesReader(w, r.Body, MaxReviewBytes), share: share, ctx: r.Context(), head: true,
 		stall: func() { _ = rc.SetReadDeadline(stallDeadline(start, 30*time.Second)) }}
 	dec := json.NewDecoder(body)
 	req, err := readRequestHead(dec, body)
@@ -140,7 +142,14 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			code = http.StatusRequestEntityTooLarge
 		}
-		http.Error(w, err.Error(), code)
+		http.Error(w, truncate(err.Error(), maxMessage), code)
+		return
+	}
+	body.head = false
+	// Read as the answer is written: without it, an HTTP/1 server stops
+	// the body's reads once the answer has begun.
+	if err := rc.EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	logger := klog.FromContext(r.Context())
@@ -152,14 +161,15 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && (body.broken != nil || errors.Is(err, errObjectTooLarge)):
 		// Not what the API server sends: counted and logged apart
-		// from its failures, so that no client can flood the log or
-		// set off the alert on failures.
+		// from its failures. (A client can still send a well-formed
+		// review that fails to convert: a failure, logged, its message
+		// within maxMessage.)
 		result = metrics.ConversionInvalid
-		status = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
 		logger.V(2).Info("Review cut off", "uid", req.UID, "message", status.Message)
 	case err != nil:
 		result = metrics.ConversionFailure
-		status = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
 		logger.Info("Conversion refused", "uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "message", status.Message)
 	}
 	if err := out.end(status); err != nil {
@@ -170,6 +180,7 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// HTTP/1 server, reading in full duplex, must not meet the body's end
 	// after the handler has returned. A client that stalls or sends too
 	// much has its connection closed, once it has the answer.
+	share.release() // reading on costs no memory
 	if body.broken == nil {
 		_ = rc.SetReadDeadline(stallDeadline(start, 30*time.Second))
 		_, body.broken = io.Copy(io.Discard, body.r)
@@ -191,55 +202,94 @@ func stallDeadline(start time.Time, limit time.Duration) time.Time {
 	return d
 }
 
-// share is the part of MemoryBudget a review holds.
-type share struct{ held int64 }
+// share is what a review holds of the two pools.
+type share struct {
+	c           *Converter
+	base, large bool
+}
 
-// take makes s (a new share if nil) at least n bytes, waiting for others
-// to give theirs back for up to budgetWait.
-func (c *Converter) take(ctx context.Context, s *share, n int64) (*share, error) {
-	if s == nil {
-		s = &share{}
+func (s *share) takeBase(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	if err := s.c.base.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("no share free within %v (%w)", budgetWait, err)
 	}
-	if n <= s.held {
-		return s, nil
+	s.base = true
+	return nil
+}
+
+// takeLarge gives the base share back, then waits for the large one: a
+// review never waits holding a share, so reviews cannot wait for each
+// other, and the base shares stay free for the API server's.
+func (s *share) takeLarge(ctx context.Context) error {
+	if s.large {
+		return nil
+	}
+	if s.base {
+		s.c.base.Release(1)
+		s.base = false
 	}
 	ctx, cancel := context.WithTimeout(ctx, budgetWait)
 	defer cancel()
-	if err := c.budget.Acquire(ctx, n-s.held); err != nil {
-		return s, fmt.Errorf("no %d bytes free within %v (%w)", n, budgetWait, err)
+	if err := s.c.large.Acquire(ctx, 1); err != nil {
+		return fmt.Errorf("an object of more than %d bytes, and the share for one not free within %v (%w)", baseObjectBytes, budgetWait, err)
 	}
-	s.held = n
-	return s, nil
+	s.large = true
+	return nil
+}
+
+func (s *share) release() {
+	if s.base {
+		s.c.base.Release(1)
+	}
+	if s.large {
+		s.c.large.Release(1)
+	}
+	s.base, s.large = false, false
 }
 
 // reviewBody is a review's body, as its decoder reads it: it stops the
-// object being read at MaxObjectBytes, and takes the large share before
-// the object being read outgrows the base one. A stalled client is cut
-// off: each read must be done by stall's deadline.
+// value being read at MaxObjectBytes (a value before the objects at
+// baseObjectBytes), and takes the large share before an object outgrows
+// baseObjectBytes. A stalled client is cut off: each read must be done
+// by stall's deadline.
 type reviewBody struct {
 	r     io.Reader
-	c     *Converter
 	ctx   context.Context
 	share *share
 	stall func()
+	head  bool  // reading what comes before the objects
 	read  int64 // bytes read
 	from  int64 // where the value being decoded starts
 
 	broken error // the client's read that failed (a stall, too many bytes), if one did
 }
 
-var errObjectTooLarge = fmt.Errorf("an object of more than %d bytes (the API server stores none so large)", MaxObjectBytes)
+var (
+	errObjectTooLarge = fmt.Errorf("an object of more than %d bytes (the API server stores none so large)", MaxObjectBytes)
+	errHeadTooLarge   = fmt.Errorf("a value of more than %d bytes before the objects", baseObjectBytes)
+)
+
+// objectSlack is what a value's window holds beside the value: the comma
+// and white space before it, the bracket after the last.
+const objectSlack = 1 << 10
 
 func (b *reviewBody) Read(p []byte) (int, error) {
 	window := b.read - b.from // bytes of the value, and what follows, read so far
-	if window >= MaxObjectBytes {
+	switch {
+	case window >= MaxObjectBytes+objectSlack:
 		return 0, errObjectTooLarge
-	}
-	p = p[:min(int64(len(p)), MaxObjectBytes-window)]
-	if 4*(window+int64(len(p))) > b.share.held {
-		if _, err := b.c.take(b.ctx, b.share, largeReviewBytes); err != nil {
+	case b.share.large:
+		p = p[:min(int64(len(p)), MaxObjectBytes+objectSlack-window)]
+	case window < baseObjectBytes:
+		p = p[:min(int64(len(p)), baseObjectBytes-window)]
+	case b.head:
+		return 0, errHeadTooLarge
+	default:
+		if err := b.share.takeLarge(b.ctx); err != nil {
 			return 0, err
 		}
+		p = p[:min(int64(len(p)), MaxObjectBytes+objectSlack-window)]
 	}
 	b.stall()
 	n, err := b.r.Read(p)
@@ -255,9 +305,9 @@ func (b *reviewBody) startValue(off int64) { b.from = off }
 
 // requestHead is what of a ConversionRequest comes before its objects.
 type requestHead struct {
-	UID               types.UID
-	DesiredAPIVersion string
-	noObjects         bool // "objects": null, as a Go client sends an empty list
+	UID               types.UID `json:"uid"`
+	DesiredAPIVersion string    `json:"desiredAPIVersion"`
+	noObjects         bool      // "objects": null, as a Go client sends an empty list
 }
 
 // readRequestHead reads the review up to the first object of
@@ -291,10 +341,14 @@ func readRequestHead(dec *json.Decoder, body *reviewBody) (requestHead, error) {
 					return head, errors.New("request: no objects")
 				case "uid":
 					body.startValue(dec.InputOffset())
-					err = dec.Decode(&head.UID)
+					if err = dec.Decode(&head.UID); err == nil && len(head.UID) > maxHeadValue {
+						err = fmt.Errorf("more than %d bytes", maxHeadValue)
+					}
 				case "desiredAPIVersion":
 					body.startValue(dec.InputOffset())
-					err = dec.Decode(&head.DesiredAPIVersion)
+					if err = dec.Decode(&head.DesiredAPIVersion); err == nil && len(head.DesiredAPIVersion) > maxHeadValue {
+						err = fmt.Errorf("more than %d bytes", maxHeadValue)
+					}
 				case "objects":
 					if head.UID == "" || head.DesiredAPIVersion == "" {
 						return head, errors.New("request: uid and desiredAPIVersion must come before objects, as the API server sends them")
@@ -371,6 +425,10 @@ func (c *Converter) convertAll(dec *json.Decoder, body *reviewBody, head request
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return i, fmt.Errorf("object %d: %w", i+1, err)
+		}
+		body.startValue(dec.InputOffset()) // what follows is not the object's
+		if len(raw) > MaxObjectBytes {
+			return i, fmt.Errorf("object %d: %w", i+1, errObjectTooLarge)
 		}
 		converted, err := c.convert(raw, desired)
 		if err != nil {
@@ -491,7 +549,15 @@ func (c *Converter) convert(raw []byte, desired schema.GroupVersion) ([]byte, er
 		return nil, fmt.Errorf("%s %s to %s: %w", gvk.Kind, name(in), desired, err)
 	}
 	out.GetObjectKind().SetGroupVersionKind(desired.WithKind(gvk.Kind))
-	return json.Marshal(out)
+	// Not json.Marshal, which writes each <, > and & of a string as six
+	// bytes: an object of them would come back six times its size.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // name is namespace/name of obj, for messages.
@@ -501,4 +567,15 @@ func name(obj runtime.Object) string {
 		return ""
 	}
 	return klog.KObj(m).String()
+}
+
+// truncate cuts s to at most n bytes, at a character's start.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -173,6 +174,9 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 		{"too big, refused before it is read", http.MethodPost, "application/json", `{"request":{"objects":[` + strings.Repeat(" ", MaxReviewBytes) + `]}}`, http.StatusRequestEntityTooLarge},
 		{"objects before the uid (the API server sends the uid first)", http.MethodPost, "application/json", `{"request":{"desiredAPIVersion":"samplecontroller.example.com/v1beta1","objects":[],"uid":"x"}}`, http.StatusBadRequest},
 		{"objects not a list", http.MethodPost, "application/json", `{"request":{"uid":"x","desiredAPIVersion":"samplecontroller.example.com/v1beta1","objects":{}}}`, http.StatusBadRequest},
+		{"a uid longer than any the API server sends (the answer repeats it)", http.MethodPost, "application/json", `{"request":{"uid":"` + strings.Repeat("<", maxHeadValue+1) + `","desiredAPIVersion":"samplecontroller.example.com/v1beta1","objects":[]}}`, http.StatusBadRequest},
+		{"a desiredAPIVersion as long", http.MethodPost, "application/json", `{"request":{"uid":"x","desiredAPIVersion":"` + strings.Repeat("<", maxHeadValue+1) + `","objects":[]}}`, http.StatusBadRequest},
+		{"a value before the objects over baseObjectBytes", http.MethodPost, "application/json", `{"request":{"uid":"x","desiredAPIVersion":"samplecontroller.example.com/v1beta1","extra":"` + strings.Repeat("y", baseObjectBytes) + `","objects":[]}}`, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
@@ -190,13 +194,15 @@ func TestConverterRefusesWhatIsNotAReview(t *testing.T) {
 	}
 }
 
-// TestConverterHoldsToItsMemoryBudget: a review holds reviewBaseBytes of
-// MemoryBudget while it is answered, and gives it back when done, even if
-// it failed; with the budget spent, a review waits, and answers 429 (with
-// Retry-After) if its client gives up first; once the budget is back, it
-// is served. A review whose body is still coming holds no more than its
-// base share.
+// TestConverterHoldsToItsMemoryBudget: a review holds one of baseReviews
+// shares while it is answered and gives it back when done, even if it
+// failed; with every share taken, a review waits, and answers 429 (with
+// Retry-After) if its client gives up first; once one is back, it is
+// served. A review whose body is still coming holds its base share and no
+// more. A review with an object over baseObjectBytes gives its base share
+// back and waits for the large one, so that ordinary reviews go on.
 func TestConverterHoldsToItsMemoryBudget(t *testing.T) {
+	metrics.Register("test", "")
 	c := NewConverter(fooscheme.Scheme)
 	post := func(ctx context.Context, body io.Reader) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -206,23 +212,28 @@ func TestConverterHoldsToItsMemoryBudget(t *testing.T) {
 		return rec
 	}
 	ok := func() io.Reader { return bytes.NewReader(review("samplecontroller.example.com/v1beta1", alphaFoo)) }
-	free := func(n int64) bool {
-		if !c.budget.TryAcquire(n) {
+	free := func(base int64, large bool) bool { // base shares and the large one free
+		if !c.base.TryAcquire(base) {
 			return false
 		}
-		c.budget.Release(n)
+		c.base.Release(base)
+		if large {
+			if !c.large.TryAcquire(1) {
+				return false
+			}
+			c.large.Release(1)
+		}
 		return true
 	}
 
-	if err := c.budget.Acquire(t.Context(), MemoryBudget); err != nil { // held by other reviews
+	if err := c.base.Acquire(t.Context(), baseReviews); err != nil { // held by other reviews
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	metrics.Register("test", "")
 	busy := counted(t, metrics.ConversionBusy)
 	if rec := post(ctx, ok()); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("a review with the budget spent: %d (Retry-After %q), want 429 once its client gives up", rec.Code, rec.Header().Get("Retry-After"))
+		t.Errorf("a review with every share taken: %d (Retry-After %q), want 429 once its client gives up", rec.Code, rec.Header().Get("Retry-After"))
 	}
 	if got := counted(t, metrics.ConversionBusy) - busy; got != 1 {
 		t.Errorf("counted %v busy reviews, want 1", got)
@@ -231,44 +242,66 @@ func TestConverterHoldsToItsMemoryBudget(t *testing.T) {
 	go func() { done <- post(t.Context(), ok()) }()
 	select {
 	case rec := <-done:
-		t.Fatalf("served (%d) with the budget spent", rec.Code)
+		t.Fatalf("served (%d) with every share taken", rec.Code)
 	case <-time.After(100 * time.Millisecond):
 	}
-	c.budget.Release(MemoryBudget)
+	c.base.Release(baseReviews)
 	if rec := <-done; rec.Code != http.StatusOK {
-		t.Errorf("once the budget was back: %d", rec.Code)
+		t.Errorf("once shares were back: %d", rec.Code)
 	}
-	if !free(MemoryBudget) {
-		t.Errorf("a review served kept some of the budget")
+	if !free(baseReviews, true) {
+		t.Errorf("a review served kept its share")
 	}
 
-	// A failed review gives its share back too, however much its object took.
+	// A failed review gives its share back too, the large one included.
 	huge := review("samplecontroller.example.com/v1alpha1", strings.Replace(betaFoo2, `"x":"y"`, `"x":"`+strings.Repeat("y", MaxObjectBytes)+`"`, 1))
 	if rec := post(t.Context(), bytes.NewReader(huge)); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "an object of more than") {
 		t.Errorf("a review of an object too large: %d %.200s", rec.Code, rec.Body.String())
 	}
-	if !free(MemoryBudget) {
-		t.Errorf("a failed review kept some of the budget")
+	if !free(baseReviews, true) {
+		t.Errorf("a failed review kept its share")
 	}
 
-	// A client still sending its body holds its base share, no more.
+	// A client still sending its body holds one base share, no more.
 	body, send := io.Pipe()
 	go func() { done <- post(t.Context(), body) }()
 	full := review("samplecontroller.example.com/v1beta1", alphaFoo, alphaFoo)
 	_, _ = send.Write(full[:200])
 	time.Sleep(100 * time.Millisecond)
-	if !free(MemoryBudget-reviewBaseBytes) || free(MemoryBudget-reviewBaseBytes+1) {
-		t.Errorf("a review whose body is still coming does not hold exactly its base share (%d bytes)", reviewBaseBytes)
+	if !free(baseReviews-1, true) || free(baseReviews, false) {
+		t.Errorf("a review whose body is still coming does not hold exactly one base share")
 	}
 	_, _ = send.Write(full[200:])
 	_ = send.Close()
 	if rec := <-done; rec.Code != http.StatusOK {
 		t.Errorf("the slow review: %d", rec.Code)
 	}
+
+	// A review with an object over baseObjectBytes waits for the large
+	// share holding no base share: ordinary reviews are served meanwhile.
+	if err := c.large.Acquire(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	large := review("samplecontroller.example.com/v1alpha1", strings.Replace(betaFoo2, `"x":"y"`, `"x":"`+strings.Repeat("y", 2*baseObjectBytes)+`"`, 1))
+	go func() { done <- post(t.Context(), bytes.NewReader(large)) }()
+	time.Sleep(100 * time.Millisecond)
+	if !free(baseReviews, false) {
+		t.Errorf("a review waiting for the large share holds a base share")
+	}
+	if rec := post(t.Context(), ok()); rec.Code != http.StatusOK {
+		t.Errorf("an ordinary review while a large one waits: %d", rec.Code)
+	}
+	c.large.Release(1)
+	if rec := <-done; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"status":"Success"`) {
+		t.Errorf("the large review once the large share was free: %d %.200s", rec.Code, rec.Body.String())
+	}
+	if !free(baseReviews, true) {
+		t.Errorf("the large review kept a share")
+	}
 }
 
 // TestConverterListOfOrdinaryFoosHoldsItsBaseShare: a list of 20,000
-// Foos as the API server sends one (22 MB) is answered within the base
+// Foos as the API server sends one (22 MB) is answered with one base
 // share: the memory a review holds does not grow with the review.
 func TestConverterListOfOrdinaryFoosHoldsItsBaseShare(t *testing.T) {
 	c := NewConverter(fooscheme.Scheme)
@@ -277,9 +310,12 @@ func TestConverterListOfOrdinaryFoosHoldsItsBaseShare(t *testing.T) {
 		objects[i] = storedBeta
 	}
 	body := review("samplecontroller.example.com/v1alpha1", objects...)
-	// Everything but the base share held by others: the review is served
-	// only if it never needs more.
-	if err := c.budget.Acquire(t.Context(), MemoryBudget-reviewBaseBytes); err != nil {
+	// Every other share held by others: the review is served only if it
+	// never needs more than one base share.
+	if err := c.base.Acquire(t.Context(), baseReviews-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.large.Acquire(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -294,6 +330,66 @@ func TestConverterListOfOrdinaryFoosHoldsItsBaseShare(t *testing.T) {
 	}
 	if got.Response.Result.Status != metav1.StatusSuccess || len(got.Response.ConvertedObjects) != len(objects) {
 		t.Fatalf("result %+v, %d objects of %d (%d bytes sent)", got.Response.Result, len(got.Response.ConvertedObjects), len(objects), len(body))
+	}
+}
+
+// TestConverterObjectSizes: an object of exactly MaxObjectBytes is
+// converted, one byte more is refused; a string of <, > and & comes back
+// as it was sent, not six bytes a character (json.Marshal's escaping).
+func TestConverterObjectSizes(t *testing.T) {
+	c := NewConverter(fooscheme.Scheme)
+	sized := func(n int, fill string) string {
+		base := strings.Replace(betaFoo2, `"x":"y"`, `"x":""`, 1)
+		return strings.Replace(base, `"x":""`, `"x":"`+strings.Repeat(fill, n-len(base))+`"`, 1)
+	}
+	for _, tc := range []struct {
+		name   string
+		object string
+		want   string // in the answer
+	}{
+		{"exactly MaxObjectBytes", sized(MaxObjectBytes, "y"), `"status":"Success"`},
+		{"one byte more", sized(MaxObjectBytes+1, "y"), "an object of more than 3145728 bytes"},
+		{"a string of <, > and &", sized(100000, "<&>"), strings.Repeat("<&>", 1000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/convert", bytes.NewReader(review("samplecontroller.example.com/v1alpha1", tc.object)))
+			req.Header.Set("Content-Type", "application/json")
+			c.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), tc.want) {
+				t.Errorf("%d, %d bytes, without %.50q: %.300s", rec.Code, rec.Body.Len(), tc.want, rec.Body.String())
+			}
+			if rec.Body.Len() > 2*len(tc.object)+1024 {
+				t.Errorf("an answer of %d bytes for an object of %d", rec.Body.Len(), len(tc.object))
+			}
+		})
+	}
+}
+
+// TestConverterRefusalOverHTTP1: a review refused before its objects
+// (400), with its body not all read, leaves the HTTP/1 server sound (Go's
+// server panics if, reading in full duplex, it meets the body's end after
+// the handler returned).
+func TestConverterRefusalOverHTTP1(t *testing.T) {
+	var serverLog bytes.Buffer
+	srv := httptest.NewUnstartedServer(NewConverter(fooscheme.Scheme))
+	srv.Config.ErrorLog = log.New(&serverLog, "", 0)
+	srv.Start()
+	defer srv.Close()
+	body := `{"request":{"desiredAPIVersion":"x","objects":[]` + strings.Repeat(" ", 8000) + `}}`
+	for range 3 { // on one connection, kept alive
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%d, want 400", resp.StatusCode)
+		}
+	}
+	if strings.Contains(serverLog.String(), "panic") {
+		t.Errorf("the server: %s", serverLog.String())
 	}
 }
 
@@ -322,7 +418,7 @@ func TestConverterCutsOffAStalledClient(t *testing.T) {
 		t.Errorf("a stalled review answered as converted: %s", answer)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !c.budget.TryAcquire(MemoryBudget) {
+	for !c.base.TryAcquire(baseReviews) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stalled review kept its share")
 		}

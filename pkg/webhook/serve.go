@@ -41,6 +41,12 @@ func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		TLSConfig:         &tls.Config{GetCertificate: cert.GetCertificate, MinVersion: tls.VersionTLS12},
+		// HTTP/2 (the API server's) buffers what a client sends ahead of
+		// the handler's reads: 1 MiB a stream and a connection by default,
+		// outside the converter's shares. 64 KiB a stream, 256 KiB a
+		// connection: still more than a review in flight needs on a
+		// cluster's network, and a client's connections cost a quarter.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100, MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 256 << 10},
 		// The server's own errors (a failed TLS handshake: a client that
 		// does not trust the certificate) as the controller's log lines,
 		// saying where they come from.
