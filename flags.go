@@ -33,8 +33,9 @@ type options struct {
 	shardRebalance shard.Policy
 	shardEvery     time.Duration
 
-	metricsAddr string
-	probeAddr   string
+	metricsAddr   string
+	metricsSecure bool
+	probeAddr     string
 
 	webhookAddr   string
 	webhookSecret string
@@ -84,7 +85,9 @@ func parseFlags(args []string) (options, error) {
 		"With -shard-slots: re-cut the slot boundaries between the namespaces that exist, weighted by their Foos, once the heaviest slot holds more than this many times the mean (and the new cut is 1.2 times better); every slot is handed over once. The first replica in order of those with a value above 0 re-cuts, so give every replica the same one. 0: this replica never re-cuts, and with 0 everywhere the boundaries stay as the group's layout Lease has them (equal hash ranges if there is none, which crowd namespaces named in sequence into few slots; delete the Lease to return to them). See docs/sharding.md.")
 	fs.DurationVar(&o.shardEvery, "shard-rebalance-interval", time.Minute,
 		"With -shard-slots: the least time between two re-cuts of the slot boundaries (the first, from equal ranges, waits only for the load to be known).")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `Address to serve Prometheus /metrics on; "0" disables.`)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `Address to serve Prometheus /metrics on; "0" disables.`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve /metrics over HTTPS (a certificate signed by itself) to clients whose bearer token the API server accepts and whose user may get the /metrics URL (TokenReview, SubjectAccessReview: docs/operations.md). false: plain HTTP, to anyone who can connect (make run).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `Address to serve /healthz and /readyz on; "0" disables.`)
 	fs.StringVar(&o.webhookAddr, "webhook-bind-address", "0",
 		`Address to serve the CRD conversion webhook on (HTTPS, path /convert; docs/evolving-the-api.md), e.g. ":9443". Every replica serves it, leader or not. "0" (the default) disables it: artifacts/deploy serves it on ":9443", make run on 127.0.0.1:9443. Without it, v1alpha1 requests, and server-side applies to Foos written through v1alpha1, fail unless another replica serves it.`)

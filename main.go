@@ -20,6 +20,8 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -125,6 +127,9 @@ func run(ctx context.Context, o options) (err error) {
 	defer stopWebhook() // last: it answers through the drain
 	var ready atomic.Pointer[func() error]
 	if err := serveProbes(ctx, o, electionHealth, member, &ready, webhookReady); err != nil {
+		return err
+	}
+	if err := serveMetrics(ctx, o, cfg); err != nil {
 		return err
 	}
 	if err := checkAPI(ctx, cs.config, o.namespace, apiStartupWait); err != nil {
@@ -260,7 +265,7 @@ func startNamespaceInformer(ctx context.Context, o options, cs *clients) (corein
 	return namespaces, nil
 }
 
-// serveProbes serves the health probes and the metrics. Liveness: the
+// serveProbes serves the health probes. Liveness: the
 // process serves, and a leader (or a shard member) still renews its Lease:
 // one stuck past the renew deadline gets restarted; one that gives up exits
 // by itself. Readiness: the caches are synced (standbys too: they are ready
@@ -289,10 +294,31 @@ func serveProbes(ctx context.Context, o options, election *leaderelection.Health
 		readiness = append(readiness, metrics.Check{Name: "conversion-webhook", Check: func(*http.Request) error { return webhookReady() }})
 	}
 	probes.Handle("/readyz", metrics.ProbeHandler(readiness...))
-	if err := metrics.Serve(ctx, "health probes", o.probeAddr, probes); err != nil {
+	return metrics.Serve(ctx, "health probes", o.probeAddr, probes)
+}
+
+// serveMetrics serves /metrics (and, with -profiling, Go's profiles) over
+// HTTPS to the clients the API server says may get them (delegated
+// authentication and authorization: docs/operations.md), or, with
+// -metrics-secure=false, to anyone over plain HTTP (make run). Its client
+// is outside the write guard: a standby's reviews are no Foo's writes.
+func serveMetrics(ctx context.Context, o options, cfg *rest.Config) error {
+	mux := metrics.MetricsMux(o.profiling)
+	if !o.metricsSecure {
+		return metrics.Serve(ctx, "metrics", o.metricsAddr, mux)
+	}
+	if o.metricsAddr == "" || o.metricsAddr == "0" {
+		return nil
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
 		return err
 	}
-	return metrics.Serve(ctx, "metrics", o.metricsAddr, metrics.MetricsMux(o.profiling))
+	protected, err := metrics.Protected(mux, kube)
+	if err != nil {
+		return err
+	}
+	return metrics.ServeTLS(ctx, "metrics", o.metricsAddr, protected)
 }
 
 // countWatchErrors makes the informers count their list/watch failures (a

@@ -10,7 +10,7 @@
 # Extra controller flags: make run ARGS="-workers=8 -v=4"
 # Sharded replicas (docs/sharding.md): make run REPLICAS=2 starts two
 # processes sharing 16 slots (-shard-slots=16 unless ARGS sets it; 0 is refused), their
-# logs prefixed [replica-N], metrics and probes on :8080/:8081, :8090/:8091...,
+# logs prefixed [replica-N], metrics (plain HTTP) and probes on :8080/:8081, :8090/:8091...,
 # the conversion webhook on WEBHOOK_ADDR's port, +10, +20...
 #
 # The conversion webhook: make run WEBHOOK_ADDR=127.0.0.1:9543 (default
@@ -201,7 +201,9 @@ set +o errexit
 webhook_arg() { [[ -z "${webhook}" ]] || echo "-webhook-bind-address=${webhook_host}:$((webhook_port + 10 * $1))"; }
 if [[ "${replicas}" == 1 ]]; then
     # shellcheck disable=SC2046 # webhook_arg: one word or none
-    _output/bin/foo-controller "${args[@]}" $(webhook_arg 0)
+    # Metrics in plain HTTP on :8080, for curl (in a cluster they are
+    # HTTPS behind a token: docs/operations.md); ARGS may say otherwise.
+    _output/bin/foo-controller -metrics-bind-address=:8080 -metrics-secure=false "${args[@]}" $(webhook_arg 0)
     status=$?
 else
     # Each in the background, in this shell's process group: Ctrl-C reaches
@@ -210,7 +212,7 @@ else
     for ((i = 0; i < replicas; i++)); do
         # shellcheck disable=SC2046 # webhook_arg: one word or none
         _output/bin/foo-controller "${args[@]}" $(webhook_arg "${i}") \
-            -metrics-bind-address=":$((8080 + 10 * i))" -health-probe-bind-address=":$((8081 + 10 * i))" \
+            -metrics-bind-address=":$((8080 + 10 * i))" -metrics-secure=false -health-probe-bind-address=":$((8081 + 10 * i))" \
             > >(sed -u "s/^/[replica-${i}] /" >&2) 2>&1 &
         pids+=("$!")
     done

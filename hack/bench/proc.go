@@ -59,7 +59,7 @@ func startController(bin, kubeconfig, logPath string, extra controllerExtras) (*
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, append([]string{"-kubeconfig=" + kubeconfig, "-metrics-bind-address=" + m,
+	cmd := exec.Command(bin, append([]string{"-kubeconfig=" + kubeconfig, "-metrics-bind-address=" + m, "-metrics-secure=false",
 		"-health-probe-bind-address=" + p}, extra.args...)...)
 	cmd.Env = append(os.Environ(), extra.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf

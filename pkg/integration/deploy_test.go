@@ -83,6 +83,8 @@ var wantClusterRules = map[string][]string{
 	"events.k8s.io/events":                           {"create", "patch"},
 	"namespaces":                                     {"list", "watch"},
 	"apiextensions.k8s.io/customresourcedefinitions": {"list", "watch", "patch"},
+	"authentication.k8s.io/tokenreviews":             {"create"},
+	"authorization.k8s.io/subjectaccessreviews":      {"create"},
 }
 
 // The webhook's Secret and the CRD it keeps: the only names the RBAC rules
@@ -131,8 +133,11 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 	// One host more than the Secret's certificate has: the keeper re-issues
 	// it for both (an update of the Secret, as a rollout that changes
 	// -webhook-hosts makes).
+	// Its metrics as deployed: HTTPS, behind the API server's reviews.
+	metricsAddr, probesAddr := freeAddr(t), freeAddr(t)
 	ctrl := s.startControllerAs(kubeconfig, append(leaderElectionArgs(lease), "-webhook-bind-address=127.0.0.1:0",
-		"-webhook-hosts=127.0.0.1,localhost,foo-controller-webhook.foo-system.svc")...)
+		"-webhook-hosts=127.0.0.1,localhost,foo-controller-webhook.foo-system.svc",
+		"-metrics-secure=true", "-metrics-bind-address="+metricsAddr, "-health-probe-bind-address="+probesAddr)...)
 	s.eventually(time.Minute, "the controller to hold the Lease "+deploySystemNamespace+"/"+lease, func() (bool, string) {
 		l, err := env.kube.CoordinationV1().Leases(deploySystemNamespace).Get(s.ctx, lease, metav1.GetOptions{})
 		if err != nil {
@@ -140,6 +145,7 @@ func TestRBACIsExactlyEnough(t *testing.T) {
 		}
 		return ptr.Deref(l.Spec.HolderIdentity, "") != "", fmt.Sprintf("%+v", l.Spec)
 	})
+	checkMetricsNeedATokenAndTheRight(t, s, metricsAddr, probesAddr)
 
 	for _, policy := range []samplev1beta1.DeletionPolicy{samplev1beta1.DeletionPolicyDelete, samplev1beta1.DeletionPolicyOrphan} {
 		name := strings.ToLower(string(policy))
@@ -843,7 +849,7 @@ func leaderElectionArgs(lease string) []string {
 // on all namespaces (no -namespace), as it runs when deployed.
 func (s *scenario) startControllerAs(kubeconfig string, extraArgs ...string) *process {
 	s.t.Helper()
-	return s.launch(controllerBin, nil, append([]string{"-kubeconfig=" + kubeconfig, "-v=4"}, extraArgs...)...)
+	return s.launch(controllerBin, nil, append([]string{"-kubeconfig=" + kubeconfig, "-v=4", plainMetrics}, extraArgs...)...)
 }
 
 // TestWatchRefusedIsCounted: a controller allowed to list Foos but not to

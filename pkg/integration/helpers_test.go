@@ -93,6 +93,10 @@ func newScenarioIn(t *testing.T, cl *cluster, ns string) *scenario {
 	return s
 }
 
+// plainMetrics: the tests that scrape a controller's /metrics do so over
+// plain HTTP; TestMetricsNeedATokenAndTheRight tests the secure default.
+const plainMetrics = "-metrics-secure=false"
+
 // startController runs the controller binary against the namespace.
 func (s *scenario) startController(extraArgs ...string) *process {
 	s.t.Helper()
@@ -104,6 +108,7 @@ func (s *scenario) startController(extraArgs ...string) *process {
 		// scrapes them passes its own addresses; the last flag wins).
 		"-metrics-bind-address=0",
 		"-health-probe-bind-address=0",
+		plainMetrics,
 	}, extraArgs...)
 	s.controller = s.launch(controllerBin, nil, args...)
 	return s.controller

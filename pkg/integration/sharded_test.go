@@ -62,7 +62,7 @@ func spacesInSlots(t *testing.T, cl *cluster, slots shard.Slots, per int) []*sce
 func shardedArgs(cl *cluster, leaseNS string, slots shard.Slots, verbosity string) []string {
 	return []string{
 		"-kubeconfig=" + cl.ctrlKC, verbosity,
-		"-metrics-bind-address=0", "-health-probe-bind-address=0",
+		"-metrics-bind-address=0", "-health-probe-bind-address=0", plainMetrics,
 		fmt.Sprintf("-shard-slots=%d", int(slots)), "-leader-elect-namespace=" + leaseNS,
 		"-leader-elect-lease-duration=6s", "-leader-elect-renew-deadline=4s", "-leader-elect-retry-period=1s",
 	}

@@ -57,7 +57,7 @@ func TestWebhookUnderAttack(t *testing.T) {
 	// The shipped image's binary (the tests' own is built with -race,
 	// which takes several times the memory).
 	ctrl := s.launch(filepath.Join(shipped.rootfs, shipped.entrypoint[0]), []string{"GOGC=off", "GOMEMLIMIT=96MiB"},
-		"-kubeconfig="+s.cl.ctrlKC, "-namespace="+s.ns, "-metrics-bind-address="+metricsAddr, "-health-probe-bind-address=0",
+		"-kubeconfig="+s.cl.ctrlKC, "-namespace="+s.ns, "-metrics-bind-address="+metricsAddr, plainMetrics, "-health-probe-bind-address=0",
 		"-webhook-bind-address=127.0.0.1:0", "-leader-elect-namespace="+s.ns)
 	s.controller = ctrl
 	addr := s.webhookAddress(ctrl)

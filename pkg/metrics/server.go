@@ -71,18 +71,8 @@ func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("%s server: %w", name, err)
 	}
-	logger := klog.FromContext(ctx)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "HTTP server stopped", "server", name)
-		}
-	}()
-	context.AfterFunc(ctx, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-	logger.Info("Serving", "server", name, "address", ln.Addr().String())
+	serveUntil(ctx, name, srv, func() error { return srv.Serve(ln) })
+	klog.FromContext(ctx).Info("Serving", "server", name, "address", ln.Addr().String())
 	return nil
 }
