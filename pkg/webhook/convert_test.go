@@ -406,7 +406,7 @@ func TestConverterCutsOffAStalledClient(t *testing.T) {
 	}
 	defer func() { _ = conn.Close() }()
 	full := review("samplecontroller.example.com/v1beta1", alphaFoo)
-	fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(full), full[:200])
+	_, _ = fmt.Fprintf(conn, "POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(full), full[:200])
 	start := time.Now()
 	_ = conn.SetReadDeadline(time.Now().Add(3 * stallTimeout))
 	answer, _ := io.ReadAll(conn) // until the server closes it
