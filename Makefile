@@ -87,6 +87,12 @@ bench: ## Measure the controller on the local control plane (see docs/performanc
 bench-conversion: ## The conversion webhook's cost per Foo, each way (no cluster; seconds).
 	go test -run '^$$' -bench Convert -count 5 ./pkg/webhook/
 
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 60s; about 8 minutes in all): its seeds, then new inputs (docs/testing.md).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
 .PHONY: bench-webhook
 bench-webhook: ## The controller's peak RSS under issue 39's attack on its webhook port, beside its figure without (4,000 Foos; about 5 minutes).
 	FOO_TESTBIN="$$(hack/install-testbin.sh --print-dir)" FOO_ATTACK_FOOS=$(or $(ATTACK_FOOS),4000) \

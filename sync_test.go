@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -368,8 +369,8 @@ func TestSyncWaitsForAnOldDeploymentToGo(t *testing.T) {
 			assertActions(t, "foo", foos, []string{"patch foos/status a " + applyPatch})
 			assertEvents(t, evts) // no Warning: it resolves by itself
 			st := appliedStatus(t, foos)
-			if c := readyOf(t, st); c.Reason != samplev1beta1.ReasonWaitingForOldDeployment {
-				t.Errorf("Ready: %s/%s %q", c.Status, c.Reason, c.Message)
+			if c := readyOf(t, st); c.Reason != samplev1beta1.ReasonWaitingForOldDeployment || !strings.Contains(c.Message, `"`+tc.dep.Name+`"`) {
+				t.Errorf("Ready: %s/%s %q, want the old Deployment %q named", c.Status, c.Reason, c.Message, tc.dep.Name)
 			}
 			// It resolves by itself: Reconciling, not Stalled.
 			if c := meta.FindStatusCondition(st.Conditions, samplev1beta1.ConditionReconciling); c == nil || c.Status != metav1.ConditionTrue ||

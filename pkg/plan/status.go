@@ -24,6 +24,10 @@ type Observation struct {
 	// Waiting is set when the Deployment of the wanted name is going away
 	// (being deleted, or left by a deleted predecessor of this Foo for the
 	// garbage collector); the controller recreates it once it is gone.
+	// The sync sets it with that Deployment, found by the wanted name
+	// (TestSyncWaitsForAnOldDeploymentToGo); the conditions name the
+	// wanted name, which is that Deployment's, so that they never need it
+	// (FuzzDecisions builds Waiting without one).
 	Waiting bool
 	// ApplyError is the API server's refusal of the Deployment, if any.
 	ApplyError error
@@ -169,7 +173,7 @@ func reconciling(foo *samplev1beta1.Foo, obs Observation, stalled *metav1.Condit
 		c.Message = fmt.Sprintf("Deployment %q does not exist yet", foo.Spec.Deployment.Name)
 	case obs.Waiting:
 		c.Reason = samplev1beta1.ReasonWaitingForOldDeployment
-		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", dep.Name)
+		c.Message = fmt.Sprintf("waiting for the old Deployment %q to be deleted before creating it again", foo.Spec.Deployment.Name)
 	case !observed(dep):
 		c.Reason = samplev1beta1.ReasonDeploymentNotObserved
 		c.Message = fmt.Sprintf("waiting for the Deployment controller to observe generation %d of Deployment %q", dep.Generation, dep.Name)
@@ -200,7 +204,7 @@ func AvailableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Conditio
 	case obs.Conflict:
 		c.Message = fmt.Sprintf("Deployment %q is not this Foo's", foo.Spec.Deployment.Name)
 	case obs.Waiting:
-		c.Message = fmt.Sprintf("the old Deployment %q is being deleted", dep.Name)
+		c.Message = fmt.Sprintf("the old Deployment %q is being deleted", foo.Spec.Deployment.Name)
 	case dep == nil:
 		c.Message = fmt.Sprintf("Deployment %q does not exist", foo.Spec.Deployment.Name)
 	default:
