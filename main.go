@@ -310,7 +310,7 @@ func serveMetrics(ctx context.Context, o options, cfg *rest.Config) error {
 	if o.metricsAddr == "" || o.metricsAddr == "0" {
 		return nil
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(metrics.ReviewClientConfig(cfg))
 	if err != nil {
 		return err
 	}

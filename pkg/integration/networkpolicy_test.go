@@ -36,7 +36,14 @@ func TestNetworkPolicyComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kustomization := "resources:\n- " + deploy + "\ncomponents:\n- " + filepath.Join(deploy, "networkpolicy") + "\n"
+	// As the README's example, its patch included.
+	kustomization := "resources:\n- " + deploy + "\ncomponents:\n- " + filepath.Join(deploy, "networkpolicy") + "\n" + `patches:
+- target: {kind: NetworkPolicy, name: foo-controller}
+  patch: |-
+    - op: replace
+      path: /spec/ingress/0/from/0/ipBlock/cidr
+      value: 10.0.0.0/24
+`
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +113,7 @@ func TestNetworkPolicyComponent(t *testing.T) {
 	for _, peer := range admitted["webhook"] {
 		ns := peer.NamespaceSelector
 		switch {
-		case peer.IPBlock != nil && peer.IPBlock.CIDR != "":
+		case peer.IPBlock != nil && peer.IPBlock.CIDR == "10.0.0.0/24": // the patch's
 		case ns != nil && ns.MatchLabels["kubernetes.io/metadata.name"] == "kube-system" && peer.PodSelector != nil &&
 			(peer.PodSelector.MatchLabels["k8s-app"] == "konnectivity-agent" || peer.PodSelector.MatchLabels["app"] == "konnectivity-agent"):
 		default:

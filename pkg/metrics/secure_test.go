@@ -3,10 +3,14 @@ package metrics
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +83,92 @@ func TestProtected(t *testing.T) {
 	if len(asked) != 2 || asked[1].User != "reader" || asked[1].ResourceAttributes != nil {
 		t.Errorf("SubjectAccessReviews asked: %+v", asked)
 	}
+	// Go's profiles are behind the same checks, path by path: the reader
+	// of /metrics may not read them.
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+	req.Header.Set("Authorization", "Bearer reader")
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("/debug/pprof/heap for a reader of /metrics: %d, want 403", rec.Code)
+	}
 }
+
+// TestProtectedBoundsItsReviews: tokens never seen before, sent in a
+// loop, cost the API server no more reviews than the review client's
+// limit (ReviewClientConfig: 5 a second, a burst of 10), not one each;
+// and an API server that does not answer costs a request reviewTimeout,
+// not the retries' sum.
+func TestProtectedBoundsItsReviews(t *testing.T) {
+	var reviews atomic.Int64
+	hang := make(chan struct{})
+	apiserver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reviews.Add(1)
+		if r.Header.Get("X-Hang") != "" {
+			<-hang
+		}
+		var tr authenticationv1.TokenReview
+		_ = json.NewDecoder(r.Body).Decode(&tr)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(tr) // not authenticated
+	}))
+	defer apiserver.Close()
+	defer close(hang)
+	kube, err := kubernetes.NewForConfig(ReviewClientConfig(&rest.Config{Host: apiserver.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Protected(http.NotFoundHandler(), kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer token-%d", i))
+			h.ServeHTTP(httptest.NewRecorder(), req)
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if limit := 10 + int64(5*elapsed.Seconds()) + 1; reviews.Load() > limit {
+		t.Errorf("%d TokenReviews for 30 new tokens in %v, over the limit's %d", reviews.Load(), elapsed, limit)
+	}
+	if elapsed < 3*time.Second {
+		t.Errorf("30 new tokens reviewed in %v: the limit does not hold them back", elapsed)
+	}
+
+	hanging, err := kubernetes.NewForConfig(ReviewClientConfig(&rest.Config{Host: apiserver.URL,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				r.Header.Set("X-Hang", "1")
+				return rt.RoundTrip(r)
+			})
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err = Protected(http.NotFoundHandler(), hanging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { reviewTimeout = d }(reviewTimeout)
+	reviewTimeout = time.Second
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer another")
+	start = time.Now()
+	h.ServeHTTP(rec, req)
+	if took := time.Since(start); rec.Code != http.StatusUnauthorized || took > 3*time.Second {
+		t.Errorf("with the API server not answering: %d after %v, want 401 after about %v", rec.Code, took, reviewTimeout)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestServeTLS: the metrics are served over TLS (a certificate signed by
 // itself), not in plain HTTP.
@@ -107,5 +196,33 @@ func TestServeTLS(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Errorf("plain HTTP answered 200")
 		}
+	}
+	// HTTP/1 only; 8 connections from one address at most.
+	var conns []*tls.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range maxConnsPerAddress + 1 {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // signed by itself
+		if i == maxConnsPerAddress {
+			if err == nil {
+				_ = c.SetReadDeadline(time.Now().Add(time.Second))
+				_, err = c.Read(make([]byte, 1))
+				_ = c.Close()
+			}
+			if err == nil || os.IsTimeout(err) {
+				t.Errorf("connection %d from one address kept, over %d", i+1, maxConnsPerAddress)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+			t.Errorf("HTTP/2 negotiated")
+		}
+		conns = append(conns, c)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -71,7 +70,8 @@ func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("%s server: %w", name, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(ctx, handler)
+	ln = limited(ctx, name, ln)
 	serveUntil(ctx, name, srv, func() error { return srv.Serve(ln) })
 	klog.FromContext(ctx).Info("Serving", "server", name, "address", ln.Addr().String())
 	return nil

@@ -48,9 +48,9 @@ const MaxObjectBytes = 3 << 20
 // baseReviews shares of baseReviewBytes while it is read, converted and
 // answered: enough for objects of up to baseObjectBytes (the bytes read,
 // their decoding, the answer). A review whose object is larger gives its
-// share back and waits for the one large share, largeReviewBytes (6
-// times the largest object: a Foo of 3 MB took 15.5 MiB at its peak), for
-// the rest of it. The API server's reviews of ordinary Foos, of one
+// share back and waits for the one large share, largeReviewBytes (9
+// times the largest object: a Foo of 3 MiB of U+2028, which an answer
+// writes as six bytes for three, peaked at 25.4 MiB), for the rest of it. The API server's reviews of ordinary Foos, of one
 // object or of a list of 100,000, need a base share each, and never wait
 // behind a large one; a review waits for a share for up to budgetWait,
 // then is refused (429, or a Failure once its answer has begun).
@@ -58,9 +58,9 @@ const (
 	baseReviews      = 64
 	baseReviewBytes  = 64 << 10
 	baseObjectBytes  = 12 << 10
-	largeReviewBytes = 6 * MaxObjectBytes
+	largeReviewBytes = 9 * MaxObjectBytes
 
-	// MemoryBudget is what the two pools hold at most: 22 MiB.
+	// MemoryBudget is what the two pools hold at most: 31 MiB.
 	MemoryBudget = baseReviews*baseReviewBytes + largeReviewBytes
 
 	// budgetWait is how long a review waits for its share.
@@ -159,7 +159,11 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	result = metrics.ConversionSuccess
 	status := metav1.Status{Status: metav1.StatusSuccess}
 	switch {
-	case err != nil && (body.broken != nil || errors.Is(err, errObjectTooLarge)):
+	case err != nil && body.busy != nil:
+		result = metrics.ConversionBusy
+		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
+		logger.V(2).Info("Review given up: no share free", "uid", req.UID, "message", status.Message)
+	case err != nil && (body.broken != nil || errors.Is(err, errObjectTooLarge) || errors.Is(err, errNotUTF8)):
 		// Not what the API server sends: counted and logged apart
 		// from its failures. (A client can still send a well-formed
 		// review that fails to convert: a failure, logged, its message
@@ -263,11 +267,13 @@ type reviewBody struct {
 	from  int64 // where the value being decoded starts
 
 	broken error // the client's read that failed (a stall, too many bytes), if one did
+	busy   error // the large share not free in time, if so
 }
 
 var (
 	errObjectTooLarge = fmt.Errorf("an object of more than %d bytes (the API server stores none so large)", MaxObjectBytes)
 	errHeadTooLarge   = fmt.Errorf("a value of more than %d bytes before the objects", baseObjectBytes)
+	errNotUTF8        = errors.New("not UTF-8 (the API server sends none such)")
 )
 
 // objectSlack is what a value's window holds beside the value: the comma
@@ -287,6 +293,7 @@ func (b *reviewBody) Read(p []byte) (int, error) {
 		return 0, errHeadTooLarge
 	default:
 		if err := b.share.takeLarge(b.ctx); err != nil {
+			b.busy = err
 			return 0, err
 		}
 		p = p[:min(int64(len(p)), MaxObjectBytes+objectSlack-window)]
@@ -429,6 +436,11 @@ func (c *Converter) convertAll(dec *json.Decoder, body *reviewBody, head request
 		body.startValue(dec.InputOffset()) // what follows is not the object's
 		if len(raw) > MaxObjectBytes {
 			return i, fmt.Errorf("object %d: %w", i+1, errObjectTooLarge)
+		}
+		// The API server writes valid UTF-8; a byte that is not would
+		// come back as six (\ufffd).
+		if !utf8.Valid(raw) {
+			return i, fmt.Errorf("object %d: %w", i+1, errNotUTF8)
 		}
 		converted, err := c.convert(raw, desired)
 		if err != nil {

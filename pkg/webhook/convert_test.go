@@ -350,6 +350,7 @@ func TestConverterObjectSizes(t *testing.T) {
 		{"exactly MaxObjectBytes", sized(MaxObjectBytes, "y"), `"status":"Success"`},
 		{"one byte more", sized(MaxObjectBytes+1, "y"), "an object of more than 3145728 bytes"},
 		{"a string of <, > and &", sized(100000, "<&>"), strings.Repeat("<&>", 1000)},
+		{"bytes that are not UTF-8", sized(100000, "\xff"), "not UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"example.com/foo-controller/pkg/connlimit"
 )
 
 // Path is where the conversion webhook is served; the CRD's clientConfig
@@ -28,8 +30,23 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 	return serve(ctx, lis, converter, &newCert{get: cert, now: time.Now})
 }
 
+// The webhook's connections: at most maxConns open, maxConnsPerAddress
+// from one address (the API server holds one or a few; through
+// konnectivity, each agent as many). Each costs some 30 KiB and what
+// HTTP/2 lets its client send ahead (64 KiB): 256 of them, 24 MiB at
+// most; one address, 3 MiB.
+const (
+	maxConns           = 256
+	maxConnsPerAddress = 32
+)
+
 func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *newCert) error {
 	cert.started()
+	logger := klog.FromContext(ctx)
+	lis = connlimit.Logged(lis, maxConns, maxConnsPerAddress, func(addr string, n int64) {
+		logger.Info("Conversion webhook refused a connection: too many open", "from", addr, "refused", n,
+			"max", maxConns, "maxPerAddress", maxConnsPerAddress)
+	})
 	mux := http.NewServeMux()
 	mux.Handle(Path, converter)
 	// The API server gives a review 30 s: a connection that sends its body
@@ -43,10 +60,10 @@ func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *
 		TLSConfig:         &tls.Config{GetCertificate: cert.GetCertificate, MinVersion: tls.VersionTLS12},
 		// HTTP/2 (the API server's) buffers what a client sends ahead of
 		// the handler's reads: 1 MiB a stream and a connection by default,
-		// outside the converter's shares. 64 KiB a stream, 256 KiB a
-		// connection: still more than a review in flight needs on a
-		// cluster's network, and a client's connections cost a quarter.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100, MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 256 << 10},
+		// outside the converter's shares. 64 KiB a connection, the least
+		// it takes: a review still streams at 64 KiB a round trip, some
+		// 100 MB/s on a cluster's network.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100, MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10},
 		// The server's own errors (a failed TLS handshake: a client that
 		// does not trust the certificate) as the controller's log lines,
 		// saying where they come from.
