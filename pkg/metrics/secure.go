@@ -178,6 +178,7 @@ func newServer(ctx context.Context, handler http.Handler) *http.Server {
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      60 * time.Second, // a CPU profile takes 30 s
 		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          log.New(v4Writer{klog.FromContext(ctx)}, "", 0),
 	}
 }

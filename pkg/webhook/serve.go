@@ -31,13 +31,26 @@ func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert f
 }
 
 // The webhook's connections: at most maxConns open, maxConnsPerAddress
-// from one address (the API server holds one or a few; through
-// konnectivity, each agent as many). Each costs some 30 KiB and what
-// HTTP/2 lets its client send ahead (64 KiB): 256 of them, 24 MiB at
-// most; one address, 3 MiB.
+// from one address (the API server holds one or a few, and opens another
+// past maxStreams reviews at once; through konnectivity, each agent as
+// many). What one can make the process hold, whatever it sends: some 30
+// KiB of its own, the request headers of its streams (maxStreams ×
+// maxHeaderBytes, 64 KiB) and the body bytes sent ahead of the handlers'
+// reads (connWindow, 512 KiB): about 606 KiB, so 4.7 MiB from one
+// address, 38 MiB from eight or more.
 const (
-	maxConns           = 256
-	maxConnsPerAddress = 32
+	maxConns           = 64
+	maxConnsPerAddress = 8
+	maxStreams         = 8
+	maxHeaderBytes     = 8 << 10 // the API server's are under 1 KiB
+	// streamWindow: HTTP/2's initial window, the least a stream can have
+	// (a client may send that much before it hears of less). connWindow
+	// holds every stream's, so that a review waiting for a share, its
+	// body unread, cannot stop the others on its connection
+	// (TestReviewsShareAnHTTP2Connection: with a window of one stream's,
+	// both reviews stalled).
+	streamWindow = 64 << 10
+	connWindow   = maxStreams * streamWindow
 )
 
 func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *newCert) error {
@@ -59,11 +72,12 @@ func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *
 		IdleTimeout:       90 * time.Second,
 		TLSConfig:         &tls.Config{GetCertificate: cert.GetCertificate, MinVersion: tls.VersionTLS12},
 		// HTTP/2 (the API server's) buffers what a client sends ahead of
-		// the handler's reads: 1 MiB a stream and a connection by default,
-		// outside the converter's shares. 64 KiB a connection, the least
-		// it takes: a review still streams at 64 KiB a round trip, some
-		// 100 MB/s on a cluster's network.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100, MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10},
+		// the handler's reads, 1 MiB a stream and a connection by default,
+		// and decodes a stream's headers up to MaxHeaderBytes (1 MiB by
+		// default): outside the converter's shares, so bounded here.
+		MaxHeaderBytes:    maxHeaderBytes,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: streamWindow,
+			MaxReceiveBufferPerConnection: connWindow},
 		// The server's own errors (a failed TLS handshake: a client that
 		// does not trust the certificate) as the controller's log lines,
 		// saying where they come from.
