@@ -75,7 +75,7 @@ func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *
 		// the handler's reads, 1 MiB a stream and a connection by default,
 		// and decodes a stream's headers up to MaxHeaderBytes (1 MiB by
 		// default): outside the converter's shares, so bounded here.
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes: maxHeaderBytes,
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams, MaxReceiveBufferPerStream: streamWindow,
 			MaxReceiveBufferPerConnection: connWindow},
 		// The server's own errors (a failed TLS handshake: a client that
