@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,7 @@ import (
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/plan"
+	"example.com/foo-controller/pkg/trunc"
 )
 
 // reasonStatusRepaired (a Warning) says that the status apply could not
@@ -70,23 +70,10 @@ func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, wa
 	// repair. The note must stay within the API's 1024 bytes.
 	unversioned := &samplev1beta1.Foo{TypeMeta: foo.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: foo.Namespace, Name: foo.Name, UID: foo.UID}}
 	c.event(unversioned, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus", "%s",
-		truncate(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
+		trunc.Bytes(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
 			repair.Removed, how, named), maxEventNote))
 	return updated, nil
 }
 
 // maxEventNote is the longest note, in bytes, the events API takes.
 const maxEventNote = 1024
-
-// truncate cuts s to at most n bytes, at a character's start, marking the
-// cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

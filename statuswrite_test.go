@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -150,15 +149,4 @@ func appliedOver(stored *samplev1beta1.Foo) *samplev1beta1.Foo {
 	dep := ownedDeployment(out)
 	out.Status = plan.Status(out, plan.Observation{Deployment: plan.NewDeploymentView(dep)}, metav1.NewTime(fixedNow.Truncate(time.Second)))
 	return out
-}
-
-// TestTruncate: an Event's note fits the events API's 1024 bytes, cut at a
-// character's start, whatever the names in it.
-func TestTruncate(t *testing.T) {
-	for _, s := range []string{"short", strings.Repeat("a", 2000), strings.Repeat("é", 700), strings.Repeat("a", 1023) + "éé"} {
-		got := truncate(s, maxEventNote)
-		if len(got) > maxEventNote || !utf8.ValidString(got) || (len(s) <= maxEventNote && got != s) {
-			t.Errorf("truncate(%d bytes) = %d bytes, valid UTF-8: %t", len(s), len(got), utf8.ValidString(got))
-		}
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"example.com/foo-controller/pkg/connlimit"
+	"example.com/foo-controller/pkg/trunc"
 )
 
 // Protected is handler behind the API server's delegated authentication
@@ -83,7 +84,7 @@ func (p protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	attrs := authorizer.AttributesRecord{User: res.User, Verb: strings.ToLower(r.Method), Path: r.URL.Path}
 	decision, reason, err := p.authz.Authorize(r.Context(), attrs)
 	if err != nil || decision != authorizer.DecisionAllow {
-		path := truncate(attrs.Path, 256)
+		path := trunc.Bytes(attrs.Path, 256)
 		logger.V(2).Info("Metrics request not authorized", "user", res.User.GetName(), "verb", attrs.Verb, "path", path, "reason", reason, "err", err)
 		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, path=%s)", res.User.GetName(), attrs.Verb, path), http.StatusForbidden)
 		return
@@ -112,13 +113,6 @@ func ReviewClientConfig(cfg *rest.Config) *rest.Config {
 }
 
 const reviewQPS = 5
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // ServeTLS serves handler over HTTPS on addr (nothing for "" or "0")
 // until ctx ends, with a certificate made at start, signed by itself: a

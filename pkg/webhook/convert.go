@@ -29,6 +29,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/trunc"
 )
 
 // MaxReviewBytes bounds a ConversionReview's body. The API server sends a
@@ -142,7 +143,7 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			code = http.StatusRequestEntityTooLarge
 		}
-		http.Error(w, truncate(err.Error(), maxMessage), code)
+		http.Error(w, trunc.Bytes(err.Error(), maxMessage), code)
 		return
 	}
 	body.head = false
@@ -161,7 +162,7 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil && body.busy != nil:
 		result = metrics.ConversionBusy
-		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
+		status = metav1.Status{Status: metav1.StatusFailure, Message: trunc.Bytes(err.Error(), maxMessage)}
 		logger.V(2).Info("Review given up: no share free", "uid", req.UID, "message", status.Message)
 	case err != nil && (body.broken != nil || errors.Is(err, errObjectTooLarge) || errors.Is(err, errNotUTF8)):
 		// Not what the API server sends: counted and logged apart
@@ -169,11 +170,11 @@ func (c *Converter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// review that fails to convert: a failure, logged, its message
 		// within maxMessage.)
 		result = metrics.ConversionInvalid
-		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
+		status = metav1.Status{Status: metav1.StatusFailure, Message: trunc.Bytes(err.Error(), maxMessage)}
 		logger.V(2).Info("Review cut off", "uid", req.UID, "message", status.Message)
 	case err != nil:
 		result = metrics.ConversionFailure
-		status = metav1.Status{Status: metav1.StatusFailure, Message: truncate(err.Error(), maxMessage)}
+		status = metav1.Status{Status: metav1.StatusFailure, Message: trunc.Bytes(err.Error(), maxMessage)}
 		logger.Info("Conversion refused", "uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "message", status.Message)
 	}
 	if err := out.end(status); err != nil {
@@ -579,15 +580,4 @@ func name(obj runtime.Object) string {
 		return ""
 	}
 	return klog.KObj(m).String()
-}
-
-// truncate cuts s to at most n bytes, at a character's start.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
