@@ -348,15 +348,9 @@ func readRequestHead(dec *json.Decoder, body *reviewBody) (requestHead, error) {
 				case "":
 					return head, errors.New("request: no objects")
 				case "uid":
-					body.startValue(dec.InputOffset())
-					if err = dec.Decode(&head.UID); err == nil && len(head.UID) > maxHeadValue {
-						err = fmt.Errorf("more than %d bytes", maxHeadValue)
-					}
+					err = decodeHeadValue(dec, body, &head.UID)
 				case "desiredAPIVersion":
-					body.startValue(dec.InputOffset())
-					if err = dec.Decode(&head.DesiredAPIVersion); err == nil && len(head.DesiredAPIVersion) > maxHeadValue {
-						err = fmt.Errorf("more than %d bytes", maxHeadValue)
-					}
+					err = decodeHeadValue(dec, body, &head.DesiredAPIVersion)
 				case "objects":
 					if head.UID == "" || head.DesiredAPIVersion == "" {
 						return head, errors.New("request: uid and desiredAPIVersion must come before objects, as the API server sends them")
@@ -384,6 +378,19 @@ func readRequestHead(dec *json.Decoder, body *reviewBody) (requestHead, error) {
 			}
 		}
 	}
+}
+
+// decodeHeadValue reads the next value, a string of at most
+// maxHeadValue bytes, into v.
+func decodeHeadValue[T ~string](dec *json.Decoder, body *reviewBody, v *T) error {
+	body.startValue(dec.InputOffset())
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if len(*v) > maxHeadValue {
+		return fmt.Errorf("more than %d bytes", maxHeadValue)
+	}
+	return nil
 }
 
 // nextKey is the next key of the object being read, or "" at its end.
