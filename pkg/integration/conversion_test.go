@@ -226,8 +226,9 @@ func TestConversionWebhook(t *testing.T) {
 		t.Fatalf("v1beta1 reads spec.deployment %+v", d)
 	}
 
-	// v1beta1's own field, through a v1alpha1 client's read-modify-write.
+	// v1beta1's own fields, through a v1alpha1 client's read-modify-write.
 	got.Spec.Deployment.MinReadySeconds = 30
+	got.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](4)
 	if _, err := beta.Update(s.ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -235,18 +236,44 @@ func TestConversionWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := old.Annotations[samplev1alpha1.V1beta1SpecAnnotation]; a != `{"deployment":{"minReadySeconds":30}}` {
-		t.Fatalf("v1alpha1 reads the annotation %q", a)
+	if m, h := old.Annotations[samplev1alpha1.MinReadySecondsAnnotation], old.Annotations[samplev1alpha1.RevisionHistoryLimitAnnotation]; m != "30" || h != "4" {
+		t.Fatalf("v1alpha1 reads the annotations %q and %q, want 30 and 4", m, h)
 	}
 	old.Spec.Replicas = ptr.To[int32](3)
 	if _, err := alpha.Update(s.ctx, old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = beta.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if d := got.Spec.Deployment; d.MinReadySeconds != 30 || ptr.Deref(d.Replicas, 0) != 3 {
-		t.Fatalf("after a v1alpha1 update: spec.deployment %+v", d)
+	// Then v1alpha1 writers that send one field's annotation alone: the
+	// other field stays, whatever they send (one value out of bounds
+	// drops that value alone; null removes it, as for any annotation).
+	for _, step := range []struct {
+		patch             string
+		minReady, history int32 // -1: unset
+	}{
+		{"", 30, 4}, // the read-modify-write above
+		{fmt.Sprintf(`{%q:"2"}`, samplev1alpha1.RevisionHistoryLimitAnnotation), 30, 2},
+		{fmt.Sprintf(`{%q:"101"}`, samplev1alpha1.RevisionHistoryLimitAnnotation), 30, -1},
+		{fmt.Sprintf(`{%q:"0"}`, samplev1alpha1.RevisionHistoryLimitAnnotation), 30, 0},
+		{fmt.Sprintf(`{%q:"3601"}`, samplev1alpha1.MinReadySecondsAnnotation), 0, 0},
+		{fmt.Sprintf(`{%q:"45"}`, samplev1alpha1.MinReadySecondsAnnotation), 45, 0},
+		{fmt.Sprintf(`{%q:null}`, samplev1alpha1.RevisionHistoryLimitAnnotation), 45, -1},
+	} {
+		if step.patch != "" {
+			if _, err := alpha.Patch(s.ctx, "a", types.MergePatchType, []byte(`{"metadata":{"annotations":`+step.patch+`}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("v1alpha1 patch of the annotations %s: %v", step.patch, err)
+			}
+		}
+		if got, err = beta.Get(s.ctx, "a", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		d := got.Spec.Deployment
+		if d.MinReadySeconds != max(step.minReady, 0) || ptr.Deref(d.RevisionHistoryLimit, -1) != step.history || ptr.Deref(d.Replicas, 0) != 3 {
+			t.Fatalf("after the v1alpha1 patch %s: minReadySeconds %d, revisionHistoryLimit %d, replicas %d; want %d, %d, 3",
+				step.patch, d.MinReadySeconds, ptr.Deref(d.RevisionHistoryLimit, -1), ptr.Deref(d.Replicas, 0), step.minReady, step.history)
+		}
+		if len(got.Annotations) != 0 {
+			t.Fatalf("v1beta1 holds annotations %v; want conversion's removed", got.Annotations)
+		}
 	}
 
 	// v1beta1's own defaults and validation, at admission: replicas and
@@ -270,6 +297,8 @@ func TestConversionWebhook(t *testing.T) {
 		{"a controller's label", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29",
 			PodLabels: map[string]string{"app.kubernetes.io/managed-by": "me"}}, "the controller's own labels"},
 		{"minReadySeconds over an hour", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29", MinReadySeconds: 3601}, "spec.deployment.minReadySeconds"},
+		{"revisionHistoryLimit over 100", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29", RevisionHistoryLimit: ptr.To[int32](101)}, "spec.deployment.revisionHistoryLimit"},
+		{"revisionHistoryLimit below 0", samplev1beta1.DeploymentSpec{Name: "web-e", Image: "nginx:1.29", RevisionHistoryLimit: ptr.To[int32](-1)}, "spec.deployment.revisionHistoryLimit"},
 	} {
 		_, err := beta.Create(s.ctx, &samplev1beta1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: samplev1beta1.FooSpec{Deployment: tc.d}}, metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
@@ -630,10 +659,13 @@ func TestUpgradeToV1beta1Storage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As the previous release applied it: the owner reference in
-	// v1alpha1, and neither minReadySeconds nor progressDeadlineSeconds.
+	// v1alpha1, and none of the fields it did not declare (v1beta1's
+	// own, and what they bring). A field DesiredDeployment declares
+	// that the release before did not is cleared here too
+	// (docs/adding-a-field.md).
 	desired := plan.DesiredDeployment(&hub)
 	desired.OwnerReferences[0].APIVersion = ptr.To(samplev1alpha1.GroupVersion.String())
-	desired.Spec.MinReadySeconds, desired.Spec.ProgressDeadlineSeconds = nil, nil
+	desired.Spec.MinReadySeconds, desired.Spec.ProgressDeadlineSeconds, desired.Spec.RevisionHistoryLimit = nil, nil, nil
 	dep, err := s.kube.AppsV1().Deployments(s.ns).Apply(s.ctx, desired, metav1.ApplyOptions{FieldManager: controllerFieldManager, Force: true})
 	if err != nil {
 		t.Fatal(err)

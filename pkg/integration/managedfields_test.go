@@ -40,12 +40,14 @@ type twinWrite struct {
 
 // twinWrites: an applier (a GitOps tool), and a Foo created, edited and
 // patched (kubectl create, edit, patch), one editor writing in each
-// version in turn; every field v1alpha1 has, and the annotation that
-// carries v1beta1's own.
+// version in turn; every field v1alpha1 has, and the annotations that
+// carry v1beta1's own, each set by another manager (minReadySeconds by
+// the applier, revisionHistoryLimit by a patch), and the legacy one a
+// script of the release before sends.
 var twinWrites = []twinWrite{
 	{"gitops", "apply",
 		`{"apiVersion":"samplecontroller.example.com/v1alpha1","kind":"Foo","metadata":{"name":"%s","labels":{"team":"a"},
-		  "annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},
+		  "annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"5"}},
 		  "spec":{"deploymentName":"web-%[1]s","replicas":2,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"web"},"deletionPolicy":"Delete"}}`,
 		`{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","metadata":{"name":"%s","labels":{"team":"a"}},
 		  "spec":{"deployment":{"name":"web-%[1]s","replicas":2,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"web"},"minReadySeconds":5},"deletionPolicy":"Delete"}}`},
@@ -56,16 +58,25 @@ var twinWrites = []twinWrite{
 		`{"spec":{"replicas":3,"podLabels":{"tier":"web"}}}`,
 		`{"spec":{"deployment":{"replicas":3,"podLabels":{"tier":"web"}}}}`},
 	{"kubectl-patch", "patch",
-		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":7}}"}},"spec":{"containerPort":8081}}`,
-		`{"spec":{"deployment":{"minReadySeconds":7,"containerPort":8081}}}`},
+		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"4"}},"spec":{"containerPort":8081}}`,
+		`{"spec":{"deployment":{"revisionHistoryLimit":4,"containerPort":8081}}}`},
 	// The same editor again, in v1beta1 on both: its entries in v1alpha1
 	// and v1beta1 on the first Foo become one.
 	{"kubectl-edit", "patch", "", `{"spec":{"deployment":{"image":"nginx:1.28"}}}`},
+	// A script of the release before: the legacy annotation.
+	{"old-script", "patch",
+		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":7}}"}}}`,
+		`{"spec":{"deployment":{"minReadySeconds":7}}}`},
 	// An annotation that sets none of v1beta1's fields: in v1beta1, no
 	// change at all. Its entry is left with no path, and removed.
 	{"kubectl-annotate", "patch",
 		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{}}"}}}`,
 		`{}`},
+	// Another manager's field beside the applier's, each annotation its
+	// own: each path moves to the manager that set it.
+	{"kubectl-patch", "patch",
+		`{"metadata":{"annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"4"}}}`,
+		`{"spec":{"deployment":{"revisionHistoryLimit":4}}}`},
 }
 
 // managedSets is a Foo's managed fields as sets by manager, operation and
@@ -151,7 +162,11 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 		}
 	}
 	// "applied" takes the first write; "edited" the others.
-	twins := map[string][]twinWrite{"applied": twinWrites[:1], "edited": twinWrites[1:5], "annotated": {twinWrites[1], twinWrites[5]}}
+	twins := map[string][]twinWrite{
+		"applied":   {twinWrites[0], twinWrites[7]},
+		"edited":    twinWrites[1:6],
+		"annotated": {twinWrites[1], twinWrites[6]},
+	}
 	for name, writes := range twins {
 		for _, w := range writes {
 			if w.alpha == "" {
@@ -291,8 +306,8 @@ func TestManagedFieldsMovedToV1beta1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if foo.Spec.Deployment.PodLabels != nil || foo.Spec.Deployment.MinReadySeconds != 5 {
-			t.Errorf("%s after gitops applied it without podLabels: %+v; want podLabels pruned, the rest kept", name, foo.Spec.Deployment)
+		if d := foo.Spec.Deployment; d.PodLabels != nil || d.MinReadySeconds != 5 || d.RevisionHistoryLimit == nil || *d.RevisionHistoryLimit != 4 {
+			t.Errorf("%s after gitops applied it without podLabels: %+v; want podLabels pruned, the rest kept (revisionHistoryLimit 4 is kubectl-patch's)", name, foo.Spec.Deployment)
 		}
 		// Another applier's change to gitops' image: a conflict.
 		intruder := applyv1beta1.Foo(name, s.ns).WithSpec(applyv1beta1.FooSpec().WithDeployment(applyv1beta1.DeploymentSpec().WithImage("nginx:1.29")))

@@ -64,7 +64,7 @@ func TestMinReadySeconds(t *testing.T) {
 	deployment(100, 700)
 
 	// A v1alpha1 client sets it in the annotation that carries it.
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, samplev1alpha1.V1beta1SpecAnnotation, `{"deployment":{"minReadySeconds":45}}`)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"45"}}}`, samplev1alpha1.MinReadySecondsAnnotation)
 	if _, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Patch(s.ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -151,6 +151,11 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 	if deadline := ProgressDeadline(foo); deadline != nil {
 		spec.WithProgressDeadlineSeconds(*deadline)
 	}
+	// Unset, not declared: the field goes back to whoever else set it, or
+	// to the API server's default (10), not to a value of ours.
+	if limit := foo.Spec.Deployment.RevisionHistoryLimit; limit != nil {
+		spec.WithRevisionHistoryLimit(*limit)
+	}
 	return apply.
 		WithOwnerReferences(metav1apply.OwnerReference().
 			// The version the controller works in. A release before
@@ -195,8 +200,10 @@ func desiredContainer(foo *samplev1beta1.Foo) *corev1apply.ContainerApplyConfigu
 }
 
 // Drift lists the owned fields in which dep differs from what foo wants, by
-// name ("replicas", "minReadySeconds", "progressDeadlineSeconds", "image",
-// "containerPort", "labels", "template labels", "podLabels", "owner"). Empty means the controller has nothing to send. Fields the
+// name ("replicas", "minReadySeconds", "progressDeadlineSeconds",
+// "revisionHistoryLimit", "image", "containerPort", "labels", "template
+// labels", "podLabels", "owner"). Empty means the controller has nothing
+// to send. A field the Foo leaves unset is not compared. Fields the
 // controller does not own (added labels, annotations, other containers,
 // defaults filled in by the API server) are not compared.
 func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
@@ -209,6 +216,9 @@ func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
 	}
 	if want := ProgressDeadline(foo); want != nil && dep.Spec.ProgressDeadlineSeconds != *want {
 		drift = append(drift, "progressDeadlineSeconds")
+	}
+	if want := foo.Spec.Deployment.RevisionHistoryLimit; want != nil && !ptr.Equal(dep.Spec.RevisionHistoryLimit, want) {
+		drift = append(drift, "revisionHistoryLimit")
 	}
 	if c := container(dep); c == nil || c.Image != Image(foo) {
 		drift = append(drift, "image")
@@ -248,12 +258,16 @@ func OwnedValues(foo *samplev1beta1.Foo, dep *DeploymentView) string {
 		Replicas       *int32
 		MinReady       int32
 		Deadline       int32
+		History        *int32         `json:",omitempty"` // compared only when the Foo sets it
 		Container      *ContainerView `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
 		PodLabelKeys   *string
 		Controlled     bool
-	}{dep.Spec.Replicas, dep.Spec.MinReadySeconds, dep.Spec.ProgressDeadlineSeconds, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
+	}{dep.Spec.Replicas, dep.Spec.MinReadySeconds, dep.Spec.ProgressDeadlineSeconds, nil, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
+	if foo.Spec.Deployment.RevisionHistoryLimit != nil {
+		owned.History = dep.Spec.RevisionHistoryLimit
+	}
 	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
 		owned.PodLabelKeys = &keys
 	}

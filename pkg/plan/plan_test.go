@@ -227,7 +227,7 @@ func TestDrift(t *testing.T) {
 			d.Spec.Template.Labels["extra"] = "1"
 			d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "side", Image: "b:1"})
 			d.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
-			d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+			d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType // no field of a Foo names it
 		}, nil},
 	}
 	for _, tc := range tests {
@@ -552,9 +552,14 @@ func TestDesiredDeployment(t *testing.T) {
 	if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; got == nil || *got != 630 {
 		t.Errorf("progressDeadlineSeconds for minReadySeconds 30: %v, want 630", got)
 	}
-	// Only owned fields: nothing the API server defaults.
+	// Only owned fields: nothing the API server defaults, and
+	// revisionHistoryLimit only when the Foo sets it (0 included).
 	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Spec.RestartPolicy != "" {
 		t.Errorf("declares fields it does not own: %s", raw)
+	}
+	foo.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](0)
+	if got := DesiredDeployment(foo).Spec.RevisionHistoryLimit; got == nil || *got != 0 {
+		t.Errorf("revisionHistoryLimit 0: declared %v, want 0", got)
 	}
 }
 
@@ -1314,7 +1319,8 @@ func TestOwnedValues(t *testing.T) {
 	same := []func(*appsv1.Deployment){
 		func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 9; d.ResourceVersion = "99" },
 		func(d *appsv1.Deployment) { d.Labels["extra"] = "1" },
-		func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](3) },
+		func(d *appsv1.Deployment) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType },
+		func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](3) }, // the Foo leaves it unset
 	}
 	for i, change := range same {
 		d := rolledOut(foo)
@@ -1338,6 +1344,40 @@ func TestOwnedValues(t *testing.T) {
 		change(d)
 		if got := OwnedValues(foo, NewDeploymentView(d)); got == base {
 			t.Errorf("differ %d: unchanged", i)
+		}
+	}
+	// A field the Foo sets is ours: another value changes it.
+	foo.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](5)
+	base = OwnedValues(foo, NewDeploymentView(rolledOut(foo)))
+	d := rolledOut(foo)
+	d.Spec.RevisionHistoryLimit = ptr.To[int32](3)
+	if got := OwnedValues(foo, NewDeploymentView(d)); got == base {
+		t.Errorf("revisionHistoryLimit the Foo sets, changed: OwnedValues unchanged")
+	}
+}
+
+// TestDriftRevisionHistoryLimit: the field is the controller's only when
+// the Foo sets it, 0 included; unset, the Deployment's default (10) or
+// another writer's value is not drift.
+func TestDriftRevisionHistoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		foo, dep *int32
+		want     []string
+	}{
+		{nil, ptr.To[int32](10), nil},
+		{nil, ptr.To[int32](3), nil},
+		{ptr.To[int32](5), ptr.To[int32](5), nil},
+		{ptr.To[int32](5), ptr.To[int32](10), []string{"revisionHistoryLimit"}},
+		{ptr.To[int32](0), ptr.To[int32](0), nil},
+		{ptr.To[int32](0), ptr.To[int32](10), []string{"revisionHistoryLimit"}},
+		{ptr.To[int32](0), nil, []string{"revisionHistoryLimit"}},
+	} {
+		foo := testFoo()
+		foo.Spec.Deployment.RevisionHistoryLimit = tc.foo
+		d := rolledOut(foo)
+		d.Spec.RevisionHistoryLimit = tc.dep
+		if got := Drift(foo, NewDeploymentView(d)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Foo %v, Deployment %v: drift %q, want %q", ptr.Deref(tc.foo, -1), ptr.Deref(tc.dep, -1), got, tc.want)
 		}
 	}
 }

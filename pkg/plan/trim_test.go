@@ -30,6 +30,9 @@ var edits = []struct {
 	edit func(r *rand.Rand, d *appsv1.Deployment)
 }{
 	{"replicas", func(r *rand.Rand, d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(r.Int32N(5)) }},
+	{"revisionHistoryLimit", func(r *rand.Rand, d *appsv1.Deployment) {
+		d.Spec.RevisionHistoryLimit = oneOf(r, nil, ptr.To[int32](0), ptr.To(r.Int32N(101)))
+	}},
 	{"image", func(r *rand.Rand, d *appsv1.Deployment) { ours(d, func(c *corev1.Container) { c.Image = "busybox:1" }) }},
 	{"port added", func(r *rand.Rand, d *appsv1.Deployment) {
 		ours(d, func(c *corev1.Container) {
@@ -338,6 +341,7 @@ func TestDeploymentViewDrops(t *testing.T) {
 	foo.Spec.Deployment.ContainerPort = ptr.To[int32](80)
 	foo.Spec.Deployment.PodLabels = map[string]string{"team": "a"}
 	foo.Spec.Deployment.MinReadySeconds = 30
+	foo.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](2)
 	d, err := proptest.Served(DesiredDeployment(foo))
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +363,7 @@ func TestDeploymentViewDrops(t *testing.T) {
 	want := fmt.Sprintf(`{"metadata":{"name":%q,"namespace":"ns","uid":"00000000-0000-4000-8000-000000000001",`+
 		`"resourceVersion":"1","generation":1,"labels":{%q:"foo-controller",%q:%q},"annotations":{%q:"team"},`+
 		`"ownerReferences":[{"apiVersion":"samplecontroller.example.com/v1beta1","kind":"Foo","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]},`+
-		`"spec":{"replicas":%d,"minReadySeconds":30,"progressDeadlineSeconds":630,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
+		`"spec":{"replicas":%d,"minReadySeconds":30,"progressDeadlineSeconds":630,"revisionHistoryLimit":2,"selector":{"matchLabels":{%q:%q}},"template":{"metadata":{"labels":{%q:"foo-controller",%q:%q,"team":"a"}},`+
 		`"spec":{"containers":[{"name":"app","image":%q,"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}]},{"name":"sidecar"}]}}},`+
 		`"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,`+
 		`"conditions":[{"type":"Available","status":"False","reason":"MinimumReplicasUnavailable"},`+

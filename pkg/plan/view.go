@@ -51,9 +51,12 @@ type DeploymentViewSpec struct {
 	// declares it (ProgressDeadline); 0 for unset, which the API server's
 	// default (600) never leaves it. A value, not a pointer: one
 	// allocation less per cached Deployment.
-	ProgressDeadlineSeconds int32                 `json:"progressDeadlineSeconds,omitempty"`
-	Selector                *metav1.LabelSelector `json:"selector,omitempty"`
-	Template                PodTemplateView       `json:"template"`
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+	// RevisionHistoryLimit is compared only when the Foo sets it; a
+	// pointer, for 0 is a limit.
+	RevisionHistoryLimit *int32                `json:"revisionHistoryLimit,omitempty"`
+	Selector             *metav1.LabelSelector `json:"selector,omitempty"`
+	Template             PodTemplateView       `json:"template"`
 }
 
 // PodTemplateView is what the controller reads of the pod template: its
@@ -123,6 +126,7 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 			Replicas:                cloneInt32(dep.Spec.Replicas),
 			MinReadySeconds:         dep.Spec.MinReadySeconds,
 			ProgressDeadlineSeconds: ptr.Deref(dep.Spec.ProgressDeadlineSeconds, 0),
+			RevisionHistoryLimit:    cloneInt32(dep.Spec.RevisionHistoryLimit),
 		},
 		Status: DeploymentViewStatus{
 			ObservedGeneration: dep.Status.ObservedGeneration,
@@ -195,6 +199,7 @@ func (d *DeploymentView) DeepCopy() *DeploymentView {
 	meta := &d.ObjectMeta // d.DeepCopyInto would read as a copy of the view
 	meta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Replicas = cloneInt32(d.Spec.Replicas)
+	out.Spec.RevisionHistoryLimit = cloneInt32(d.Spec.RevisionHistoryLimit)
 	out.Spec.Selector = d.Spec.Selector.DeepCopy()
 	out.Spec.Template.Labels = maps.Clone(d.Spec.Template.Labels)
 	out.Spec.Template.Spec.Containers = slices.Clone(d.Spec.Template.Spec.Containers)

@@ -28,7 +28,8 @@ import (
 // Foo returns a random Foo in namespace that the CRD's schema accepts
 // (artifacts/examples/crd.yaml), with a UID and a generation as if stored.
 // Edge values (no replicas, 0 and 100 replicas, an image without a tag, no
-// container port, ports 1 and 65535, minReadySeconds 0 and 3600, names of
+// container port, ports 1 and 65535, minReadySeconds 0 and 3600,
+// revisionHistoryLimit unset, 0 and 100, names of
 // the maximum length) come up often, not once in millions.
 //
 // Replicas may be unset, as in a Foo stored before the CRD had its
@@ -82,6 +83,15 @@ func Foo(r *rand.Rand, namespace string) *samplev1beta1.Foo {
 		for range 1 + r.IntN(oneOf(r, 4, 32)) {
 			foo.Spec.Deployment.PodLabels[labelKey(r)] = labelValue(r)
 		}
+	}
+	// Drawn last, so that the fields above stay what they were for a
+	// seed kept before it.
+	switch r.IntN(4) {
+	case 0, 1: // unset
+	case 2:
+		foo.Spec.Deployment.RevisionHistoryLimit = ptr.To(oneOf[int32](r, 0, samplev1beta1.MaxRevisionHistoryLimit))
+	default:
+		foo.Spec.Deployment.RevisionHistoryLimit = ptr.To(r.Int32N(samplev1beta1.MaxRevisionHistoryLimit + 1))
 	}
 	return foo
 }

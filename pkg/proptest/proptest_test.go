@@ -35,6 +35,12 @@ func TestFoosAreValid(t *testing.T) {
 		if m := s.MinReadySeconds; m < 0 || m > samplev1beta1.MaxMinReadySeconds {
 			t.Fatalf("minReadySeconds %d", m)
 		}
+		if h := s.RevisionHistoryLimit; h != nil && (*h < 0 || *h > samplev1beta1.MaxRevisionHistoryLimit) {
+			t.Fatalf("revisionHistoryLimit %d", *h)
+		}
+		seen["revisionHistoryLimit nil"] = seen["revisionHistoryLimit nil"] || s.RevisionHistoryLimit == nil
+		seen["revisionHistoryLimit 0"] = seen["revisionHistoryLimit 0"] || s.RevisionHistoryLimit != nil && *s.RevisionHistoryLimit == 0
+		seen["revisionHistoryLimit 100"] = seen["revisionHistoryLimit 100"] || s.RevisionHistoryLimit != nil && *s.RevisionHistoryLimit == samplev1beta1.MaxRevisionHistoryLimit
 		if s.Image == "" || (len(s.Image) > 512 || !image.MatchString(s.Image) || strings.HasSuffix(s.Image, ":latest")) {
 			t.Fatalf("image %q", s.Image)
 		}
@@ -80,7 +86,8 @@ func TestFoosAreValid(t *testing.T) {
 		seen["containerPort 65535"] = seen["containerPort 65535"] || s.ContainerPort != nil && *s.ContainerPort == 65535
 	}
 	// Edges that are not generated are not tested.
-	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "minReadySeconds 3600", "long image", "long deploymentName", "dotted name",
+	for _, edge := range []string{"replicas nil", "replicas 0", "replicas 100", "minReadySeconds 3600",
+		"revisionHistoryLimit nil", "revisionHistoryLimit 0", "revisionHistoryLimit 100", "long image", "long deploymentName", "dotted name",
 		"no containerPort", "containerPort 1", "containerPort 65535",
 		"no podLabels", "many podLabels", "long podLabels key", "long podLabels value", "empty podLabels value"} {
 		if !seen[edge] {

@@ -2,7 +2,10 @@ package v1alpha1_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand"
+	"strconv"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
@@ -100,8 +103,9 @@ func zeroCounts(seed int64, replicas, available, ready *int32) {
 }
 
 // FuzzRoundTripFromV1beta1: any v1beta1 Foo its schema admits survives a
-// trip through v1alpha1, minReadySeconds (which v1alpha1 lacks) included:
-// a v1alpha1 client's read-modify-write loses nothing.
+// trip through v1alpha1, minReadySeconds and revisionHistoryLimit (which
+// v1alpha1 lacks) included: a v1alpha1 client's read-modify-write loses
+// nothing.
 func FuzzRoundTripFromV1beta1(f *testing.F) {
 	for seed := range int64(1000) {
 		f.Add(seed)
@@ -110,21 +114,43 @@ func FuzzRoundTripFromV1beta1(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed int64) {
 		in := &v1beta1.Foo{}
 		filler(s, seed).Fill(in)
-		// The annotation is the conversion's own: on a v1beta1 Foo it
-		// does not survive a trip (TestConversionExamples).
-		delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
-		// Within the schema (0 to 3600): conversion holds the annotation
-		// to it, as admission holds the field.
-		in.Spec.Deployment.MinReadySeconds = int32(uint32(in.Spec.Deployment.MinReadySeconds) % (v1beta1.MaxMinReadySeconds + 1))
+		// The annotations are the conversion's own: on a v1beta1 Foo
+		// they do not survive a trip (TestConversionExamples).
+		dropConversions(in.Annotations)
+		// Within the schema: conversion holds the annotations to it, as
+		// admission holds the fields.
+		withinSchema(&in.Spec.Deployment)
 		zeroCounts(seed, &in.Status.Replicas, &in.Status.AvailableReplicas, &in.Status.ReadyReplicas)
 		roundTrip(t, s, in, &v1alpha1.Foo{}, &v1beta1.Foo{}, nil)
 	})
 }
 
+// withinSchema brings d's v1beta1-only fields within their bounds.
+func withinSchema(d *v1beta1.DeploymentSpec) {
+	d.MinReadySeconds = int32(uint32(d.MinReadySeconds) % (v1beta1.MaxMinReadySeconds + 1))
+	if d.RevisionHistoryLimit != nil {
+		*d.RevisionHistoryLimit = int32(uint32(*d.RevisionHistoryLimit) % (v1beta1.MaxRevisionHistoryLimit + 1))
+	}
+}
+
+func dropConversions(annotations map[string]string) {
+	for k := range annotations {
+		if strings.HasPrefix(k, v1alpha1.V1beta1FieldPrefix) || k == v1alpha1.LegacyV1beta1SpecAnnotation {
+			delete(annotations, k)
+		}
+	}
+}
+
+// unreadable are annotation values conversion cannot read, or that are
+// out of bounds for every field.
+var unreadable = []string{"{not json", `"30"`, "-1", "30.5", "1e2", "3601000", "", "null", "true", "[1]", "30 31"}
+
 // FuzzRoundTripFromV1alpha1: any v1alpha1 Foo survives a trip through
-// v1beta1, whether it carries v1beta1's fields in the annotation (as
-// down-conversion writes it) or none; an annotation of that name the
-// conversion cannot read is dropped, and nothing else changes.
+// v1beta1, each v1beta1 field's annotation absent, as down-conversion
+// writes it, or one conversion cannot read, independently of the other:
+// an unreadable one is dropped alone, and nothing else changes. The
+// legacy annotation, when present and readable, wins over
+// minReadySeconds' own.
 func FuzzRoundTripFromV1alpha1(f *testing.F) {
 	for seed := range int64(1000) {
 		f.Add(seed)
@@ -134,33 +160,109 @@ func FuzzRoundTripFromV1alpha1(f *testing.F) {
 		in := &v1alpha1.Foo{}
 		fill := filler(s, seed)
 		fill.Fill(in)
-		var minReady int32
-		fill.Fill(&minReady)
 		zeroCounts(seed, &in.Status.Replicas, &in.Status.AvailableReplicas, &in.Status.ReadyReplicas)
-		var want runtime.Object
-		switch seed % 3 {
-		case 0:
-			delete(in.Annotations, v1alpha1.V1beta1SpecAnnotation)
-		case 1:
-			// 0 is written as no annotation at all.
-			minReady = 1 + int32(uint32(minReady)%v1beta1.MaxMinReadySeconds)
-			raw, _ := json.Marshal(map[string]any{"deployment": map[string]any{"minReadySeconds": minReady}})
-			setAnnotation(in, string(raw))
+		dropConversions(in.Annotations)
+		want := in.DeepCopy()
+		var minReady, history, legacy, junk uint32
+		fill.Fill(&minReady)
+		fill.Fill(&history)
+		fill.Fill(&legacy)
+		fill.Fill(&junk)
+		pick := func(n uint32) string { return unreadable[n%uint32(len(unreadable))] }
+		wantMinReady := ""
+		switch seed % 3 { // minReadySeconds' own annotation
+		case 1: // 0 is written as no annotation at all
+			wantMinReady = strconv.Itoa(int(1 + minReady%v1beta1.MaxMinReadySeconds))
+			setAnnotation(in, v1alpha1.MinReadySecondsAnnotation, wantMinReady)
 		case 2:
-			setAnnotation(in, "{not json")
-			dropped := in.DeepCopy()
-			delete(dropped.Annotations, v1alpha1.V1beta1SpecAnnotation)
-			want = dropped
+			setAnnotation(in, v1alpha1.MinReadySecondsAnnotation, pick(minReady))
+		}
+		switch seed / 3 % 3 { // revisionHistoryLimit's, 0 included
+		case 1:
+			v := strconv.Itoa(int(history % (v1beta1.MaxRevisionHistoryLimit + 1)))
+			setAnnotation(in, v1alpha1.RevisionHistoryLimitAnnotation, v)
+			setAnnotation(want, v1alpha1.RevisionHistoryLimitAnnotation, v)
+		case 2:
+			setAnnotation(in, v1alpha1.RevisionHistoryLimitAnnotation, pick(history))
+		}
+		switch seed / 9 % 4 { // the legacy one, rarely
+		case 1:
+			m := 1 + legacy%v1beta1.MaxMinReadySeconds
+			setAnnotation(in, v1alpha1.LegacyV1beta1SpecAnnotation, fmt.Sprintf(`{"deployment":{"minReadySeconds":%d}}`, m))
+			wantMinReady = strconv.Itoa(int(m))
+		case 2:
+			setAnnotation(in, v1alpha1.LegacyV1beta1SpecAnnotation, pick(legacy))
+		}
+		if seed/36%4 == 1 { // a name under the prefix that is no field
+			setAnnotation(in, v1alpha1.V1beta1FieldPrefix+"paused", pick(junk))
+		}
+		if wantMinReady != "" {
+			setAnnotation(want, v1alpha1.MinReadySecondsAnnotation, wantMinReady)
 		}
 		roundTrip(t, s, in, &v1beta1.Foo{}, &v1alpha1.Foo{}, want)
 	})
 }
 
-func setAnnotation(foo *v1alpha1.Foo, v string) {
+// FuzzV1alpha1WriterOfOneField: a v1alpha1 client that reads a Foo and
+// writes one v1beta1 field's annotation (a new value, one conversion
+// cannot read, or none: removed) changes that field alone; every other
+// field of the v1beta1 Foo stays as it was.
+func FuzzV1alpha1WriterOfOneField(f *testing.F) {
+	for seed := range int64(500) {
+		f.Add(seed, uint8(seed), int32(seed*7))
+	}
+	s := newScheme(f)
+	f.Fuzz(func(t *testing.T, seed int64, which uint8, value int32) {
+		stored := &v1beta1.Foo{}
+		filler(s, seed).Fill(stored)
+		dropConversions(stored.Annotations)
+		withinSchema(&stored.Spec.Deployment)
+		read := &v1alpha1.Foo{}
+		if err := s.Convert(stored.DeepCopy(), read, nil); err != nil {
+			t.Fatal(err)
+		}
+		field := []string{v1alpha1.MinReadySecondsAnnotation, v1alpha1.RevisionHistoryLimitAnnotation}[which%2]
+		want := stored.DeepCopy()
+		raw := strconv.Itoa(int(value))
+		inBounds := value >= 0 && value <= map[string]int32{
+			v1alpha1.MinReadySecondsAnnotation:      v1beta1.MaxMinReadySeconds,
+			v1alpha1.RevisionHistoryLimitAnnotation: v1beta1.MaxRevisionHistoryLimit,
+		}[field]
+		switch which / 2 % 3 {
+		case 0, 1: // a value, in bounds or not
+			setAnnotation(read, field, raw)
+		case 2: // removed
+			delete(read.Annotations, field)
+			inBounds = false
+		}
+		d := &want.Spec.Deployment
+		switch field {
+		case v1alpha1.MinReadySecondsAnnotation:
+			d.MinReadySeconds = 0
+			if inBounds {
+				d.MinReadySeconds = value
+			}
+		case v1alpha1.RevisionHistoryLimitAnnotation:
+			d.RevisionHistoryLimit = nil
+			if inBounds {
+				d.RevisionHistoryLimit = &value
+			}
+		}
+		got := &v1beta1.Foo{}
+		if err := s.Convert(read, got, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(want, got) {
+			t.Fatalf("%s set to %s through v1alpha1 changed more than that field:\n%s", field, raw, diff.Diff(want, got))
+		}
+	})
+}
+
+func setAnnotation(foo *v1alpha1.Foo, k, v string) {
 	if foo.Annotations == nil {
 		foo.Annotations = map[string]string{}
 	}
-	foo.Annotations[v1alpha1.V1beta1SpecAnnotation] = v
+	foo.Annotations[k] = v
 }
 
 // TestConversionExamples: what each version reads of a Foo written in the
@@ -178,50 +280,65 @@ func TestConversionExamples(t *testing.T) {
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
 		want: `{"metadata":{"name":"a","annotations":{"team":"x"}},"spec":{"deployment":{"name":"web","replicas":3,"image":"nginx:1.27","containerPort":8080,"podLabels":{"tier":"front"}},"deletionPolicy":"Orphan"},"status":{"observedGeneration":2,"replicas":3,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1beta1 to v1alpha1: minReadySeconds kept in the annotation",
-		from: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}}}`,
+		name: "v1beta1 to v1alpha1: minReadySeconds and revisionHistoryLimit kept, each in its annotation",
+		from: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30,"revisionHistoryLimit":0}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30","samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"0"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: the annotation read back and removed",
+		name: "v1alpha1 to v1beta1: the annotations read back and removed",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30","samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"5","x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30,"revisionHistoryLimit":5}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a value above its maximum drops that value alone",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30","samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"101"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a value that is not a JSON integer, the same",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"\"30\"","samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"5"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","revisionHistoryLimit":5}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a value v1beta1's schema refuses, the same",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"-5"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a name under the prefix that is no field, or in other case, is dropped and sets nothing",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.paused":"true","samplecontroller.example.com/v1beta1.spec.deployment.MINREADYSECONDS":"30"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: the legacy annotation's minReadySeconds read and removed",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
 		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: an annotation it cannot read is dropped, and sets nothing",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":\"30\"}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		name: "v1alpha1 to v1beta1: the legacy annotation, sent beside the field's own, wins (a script of the release before)",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":45}}","samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30","samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"5"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":45,"revisionHistoryLimit":5}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: an unknown field in the annotation, the same",
+		name: "v1alpha1 to v1beta1: a legacy annotation it cannot read is dropped, the field's own stays",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":45}}","samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a legacy annotation with an unknown field, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
 		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1alpha1 to v1beta1: a name in other case, the same (encoding/json would take it)",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":30}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
-		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
-	}, {
-		name: "v1alpha1 to v1beta1: a value v1beta1's schema refuses, the same",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":-5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
-		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
-	}, {
-		name: "v1alpha1 to v1beta1: above the maximum, the same",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":3601}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
-		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
-		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
-	}, {
-		name: "v1beta1 to v1alpha1: the annotation on a v1beta1 Foo without minReadySeconds is removed",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":4000}}","x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}}}`,
+		name: "v1beta1 to v1alpha1: conversion's annotations on a v1beta1 Foo without the fields are removed",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"4000","samplecontroller.example.com/v1beta1-spec":"{}","samplecontroller.example.com/v1beta1.spec.deployment.paused":"true","x":"y"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
 		want: `{"metadata":{"name":"a","annotations":{"x":"y"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
-		name: "v1beta1 to v1alpha1: the annotation set on a v1beta1 Foo is overwritten",
-		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":5}}}`,
+		name: "v1beta1 to v1alpha1: an annotation set on a v1beta1 Foo is overwritten by the field",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"mine"}},"spec":{"deployment":{"name":"web","image":"nginx:1.29","revisionHistoryLimit":3}}}`,
 		in:   &v1beta1.Foo{}, out: &v1alpha1.Foo{},
-		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":5}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+		want: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit":"3"}},"spec":{"deploymentName":"web","image":"nginx:1.29"},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.from), tc.in); err != nil {

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
@@ -23,13 +25,14 @@ var movedUnderDeployment = map[string]string{
 
 // FieldsToV1beta1 returns the set of v1beta1 paths that name the same
 // fields as set, a v1alpha1 field set: the moved spec fields under
-// spec.deployment, and the V1beta1SpecAnnotation (which up-conversion
-// turns into v1beta1's own fields) as those fields. Every other path is
+// spec.deployment, and the annotations that carry v1beta1's own fields
+// (conversion.go's v1beta1Fields, and the legacy annotation's
+// minReadySeconds) as those fields, each to its own. Every other path is
 // the same in both versions and kept as it is. The input is not changed.
 //
 // It does not see the object, so it may name a field the object does not
-// have in v1beta1 (the annotations map, when it held the
-// V1beta1SpecAnnotation alone); the migration drops those.
+// have in v1beta1 (the annotations map, when it held conversion's
+// annotations alone); the migration drops those.
 func FieldsToV1beta1(set *fieldpath.Set) *fieldpath.Set {
 	out := fieldpath.NewSet()
 	for p := range set.All() {
@@ -51,10 +54,17 @@ func pathToV1beta1(p fieldpath.Path) fieldpath.Path {
 			return p
 		}
 		return append(fieldpath.MakePathOrDie("spec", "deployment", name), p[2:]...)
-	case len(p) == 3 && isField(p[0], "metadata") && isField(p[1], "annotations") && isField(p[2], V1beta1SpecAnnotation):
-		// The annotation carries v1beta1's own fields: minReadySeconds
-		// alone so far (v1beta1Only). A field added there is added here.
-		return fieldpath.MakePathOrDie("spec", "deployment", "minReadySeconds")
+	case len(p) == 3 && isField(p[0], "metadata") && isField(p[1], "annotations") && p[2].FieldName != nil:
+		key := *p[2].FieldName
+		if key == LegacyV1beta1SpecAnnotation {
+			// It carried minReadySeconds alone (readLegacy).
+			return fieldpath.MakePathOrDie("spec", "deployment", "minReadySeconds")
+		}
+		for _, f := range v1beta1Fields {
+			if key == f.annotation {
+				return fieldpath.MakePathOrDie("spec", "deployment", strings.TrimPrefix(key, V1beta1FieldPrefix))
+			}
+		}
 	}
 	return p
 }

@@ -11,7 +11,7 @@ import (
 func path(parts ...any) fieldpath.Path { return fieldpath.MakePathOrDie(parts...) }
 
 // TestFieldsToV1beta1: each v1alpha1 path that names a moved field names
-// it under spec.deployment; the annotation names v1beta1's own field; an
+// it under spec.deployment; each field's annotation names that field; an
 // update that made the spec made spec.deployment; every other path is
 // kept. (That these are the sets the API server records for the same
 // writes in v1beta1: TestManagedFieldsMovedToV1beta1, on the real API
@@ -30,9 +30,18 @@ func TestFieldsToV1beta1(t *testing.T) {
 		{"podLabels, the map and its keys",
 			[]fieldpath.Path{path("spec", "podLabels"), path("spec", "podLabels", "tier")},
 			[]fieldpath.Path{path("spec", "deployment", "podLabels"), path("spec", "deployment", "podLabels", "tier")}},
-		{"the annotation is v1beta1's minReadySeconds; other annotations stay",
-			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.V1beta1SpecAnnotation), path("metadata", "annotations", "team")},
-			[]fieldpath.Path{path("spec", "deployment", "minReadySeconds"), path("metadata", "annotations", "team")}},
+		{"each field's annotation is that field; other annotations stay",
+			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.MinReadySecondsAnnotation), path("metadata", "annotations", v1alpha1.RevisionHistoryLimitAnnotation), path("metadata", "annotations", "team")},
+			[]fieldpath.Path{path("spec", "deployment", "minReadySeconds"), path("spec", "deployment", "revisionHistoryLimit"), path("metadata", "annotations", "team")}},
+		{"one field's annotation is that field alone",
+			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.RevisionHistoryLimitAnnotation)},
+			[]fieldpath.Path{path("spec", "deployment", "revisionHistoryLimit")}},
+		{"the legacy annotation is minReadySeconds, the one field it carried",
+			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.LegacyV1beta1SpecAnnotation)},
+			[]fieldpath.Path{path("spec", "deployment", "minReadySeconds")}},
+		{"a name under the prefix that is no field stays an annotation",
+			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.V1beta1FieldPrefix+"paused")},
+			[]fieldpath.Path{path("metadata", "annotations", v1alpha1.V1beta1FieldPrefix+"paused")}},
 		{"an update that made the spec made spec.deployment",
 			[]fieldpath.Path{path("spec"), path("spec", "deploymentName")},
 			[]fieldpath.Path{path("spec"), path("spec", "deployment"), path("spec", "deployment", "name")}},

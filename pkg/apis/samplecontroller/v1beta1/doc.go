@@ -9,9 +9,9 @@
 //   - spec.deployment.image has no default: v1alpha1 filled in nginx:1.27,
 //     which pinned every Foo that left it out to whatever the default was
 //     when it was created; v1beta1 asks for it;
-//   - spec.deployment.minReadySeconds is new; v1alpha1 keeps it in an
-//     annotation, so that a v1alpha1 client's read-modify-write does not
-//     drop it.
+//   - spec.deployment.minReadySeconds and revisionHistoryLimit are new;
+//     v1alpha1 keeps each in an annotation of its own, so that a v1alpha1
+//     client's read-modify-write does not drop them.
 //
 // The markers drive the same generators as v1alpha1's (hack/update-codegen.sh).
 //

@@ -133,18 +133,34 @@ type DeploymentSpec struct {
 	// pods already running count as unavailable until they have been ready
 	// that long. Set, the Deployment's progressDeadlineSeconds, which must
 	// be greater, is minReadySeconds + 600. New in v1beta1: a v1alpha1
-	// client sees it in the annotation samplecontroller.example.com/v1beta1-spec.
+	// client sees it in the annotation
+	// samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=3600
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps
+	// for a rollback (the Deployment's spec.revisionHistoryLimit). Unset,
+	// the controller leaves it to the Deployment's default (10) or to
+	// whoever set it. New in v1beta1: a v1alpha1 client sees it in the
+	// annotation
+	// samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
-// MaxMinReadySeconds is spec.deployment.minReadySeconds's maximum, the
-// schema's (the marker above): conversion from v1alpha1 holds the
-// annotation that carries it to the same bound.
-const MaxMinReadySeconds = 3600
+// MaxMinReadySeconds and MaxRevisionHistoryLimit are the schema's maximums
+// (the markers above): conversion from v1alpha1 holds the annotations that
+// carry the fields to the same bounds (TestBoundsAreTheSchemas).
+const (
+	MaxMinReadySeconds      = 3600
+	MaxRevisionHistoryLimit = 100
+)
 
 // FooStatus is the observed state of a Foo, written only by the controller.
 // The same in both versions: conversion copies it.

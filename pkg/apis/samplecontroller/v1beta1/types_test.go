@@ -8,10 +8,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestMaxMinReadySecondsIsTheSchemas: the bound conversion holds the
-// v1beta1-spec annotation to is the one the CRD's schema holds the field
-// to (the marker on DeploymentSpec.MinReadySeconds).
-func TestMaxMinReadySecondsIsTheSchemas(t *testing.T) {
+// TestBoundsAreTheSchemas: the bounds conversion holds the v1alpha1
+// annotations to are the ones the CRD's schema holds the fields to (the
+// markers on DeploymentSpec). A field v1alpha1 carries in an annotation
+// is added here with its bound.
+func TestBoundsAreTheSchemas(t *testing.T) {
 	b, err := os.ReadFile("../../../../artifacts/examples/crd.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -24,9 +25,14 @@ func TestMaxMinReadySecondsIsTheSchemas(t *testing.T) {
 		if v.Name != "v1beta1" {
 			continue
 		}
-		field := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["deployment"].Properties["minReadySeconds"]
-		if field.Maximum == nil || *field.Maximum != MaxMinReadySeconds || field.Minimum == nil || *field.Minimum != 0 {
-			t.Fatalf("the schema bounds minReadySeconds to %v..%v, MaxMinReadySeconds is %d", field.Minimum, field.Maximum, MaxMinReadySeconds)
+		for name, max := range map[string]float64{
+			"minReadySeconds":      MaxMinReadySeconds,
+			"revisionHistoryLimit": MaxRevisionHistoryLimit,
+		} {
+			field := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["deployment"].Properties[name]
+			if field.Maximum == nil || *field.Maximum != max || field.Minimum == nil || *field.Minimum != 0 {
+				t.Errorf("the schema bounds %s to %v..%v, the constant is %v", name, field.Minimum, field.Maximum, max)
+			}
 		}
 		return
 	}

@@ -46,8 +46,16 @@ type DeploymentSpecApplyConfiguration struct {
 	// pods already running count as unavailable until they have been ready
 	// that long. Set, the Deployment's progressDeadlineSeconds, which must
 	// be greater, is minReadySeconds + 600. New in v1beta1: a v1alpha1
-	// client sees it in the annotation samplecontroller.example.com/v1beta1-spec.
+	// client sees it in the annotation
+	// samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds.
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps
+	// for a rollback (the Deployment's spec.revisionHistoryLimit). Unset,
+	// the controller leaves it to the Deployment's default (10) or to
+	// whoever set it. New in v1beta1: a v1alpha1 client sees it in the
+	// annotation
+	// samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit.
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // DeploymentSpecApplyConfiguration constructs a declarative configuration of the DeploymentSpec type for use with
@@ -107,5 +115,13 @@ func (b *DeploymentSpecApplyConfiguration) WithPodLabels(entries map[string]stri
 // If called multiple times, the MinReadySeconds field is set to the value of the last call.
 func (b *DeploymentSpecApplyConfiguration) WithMinReadySeconds(value int32) *DeploymentSpecApplyConfiguration {
 	b.MinReadySeconds = &value
+	return b
+}
+
+// WithRevisionHistoryLimit sets the RevisionHistoryLimit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
+func (b *DeploymentSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *DeploymentSpecApplyConfiguration {
+	b.RevisionHistoryLimit = &value
 	return b
 }
