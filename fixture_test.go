@@ -277,9 +277,10 @@ func ownedDeployment(foo *samplev1beta1.Foo) *appsv1.Deployment {
 			}},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas:        ptr.To(r),
-			MinReadySeconds: foo.Spec.Deployment.MinReadySeconds,
-			Selector:        &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
+			Replicas:             ptr.To(r),
+			MinReadySeconds:      foo.Spec.Deployment.MinReadySeconds,
+			RevisionHistoryLimit: ptr.To(plan.RevisionHistoryLimit(foo)),
+			Selector:             &metav1.LabelSelector{MatchLabels: plan.SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: plan.TemplateLabels(foo)},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{

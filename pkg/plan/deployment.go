@@ -80,6 +80,20 @@ func ProgressDeadline(foo *samplev1beta1.Foo) *int32 {
 	return nil
 }
 
+// DefaultRevisionHistoryLimit is the Deployment's default
+// spec.revisionHistoryLimit.
+const DefaultRevisionHistoryLimit = int32(10)
+
+// RevisionHistoryLimit is the Deployment's spec.revisionHistoryLimit for
+// foo: the Foo's, or the Deployment's default when the Foo leaves it unset.
+// Declared either way, as minReadySeconds is: the controller sends an
+// apply only on drift, so a field it stopped declaring when the Foo unset
+// it would go back to its default only at the next apply for another
+// reason, if ever (docs/adding-a-field.md, "Unset").
+func RevisionHistoryLimit(foo *samplev1beta1.Foo) int32 {
+	return ptr.Deref(foo.Spec.Deployment.RevisionHistoryLimit, DefaultRevisionHistoryLimit)
+}
+
 // Image is the Foo's desired container image.
 func Image(foo *samplev1beta1.Foo) string {
 	if foo.Spec.Deployment.Image == "" {
@@ -143,6 +157,7 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 	spec := appsv1apply.DeploymentSpec().
 		WithReplicas(Replicas(foo)).
 		WithMinReadySeconds(foo.Spec.Deployment.MinReadySeconds).
+		WithRevisionHistoryLimit(RevisionHistoryLimit(foo)).
 		WithSelector(metav1apply.LabelSelector().WithMatchLabels(SelectorLabels(foo))).
 		WithTemplate(corev1apply.PodTemplateSpec().
 			WithLabels(TemplateLabels(foo)).
@@ -150,11 +165,6 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 				WithContainers(desiredContainer(foo))))
 	if deadline := ProgressDeadline(foo); deadline != nil {
 		spec.WithProgressDeadlineSeconds(*deadline)
-	}
-	// Unset, not declared: the field goes back to whoever else set it, or
-	// to the API server's default (10), not to a value of ours.
-	if limit := foo.Spec.Deployment.RevisionHistoryLimit; limit != nil {
-		spec.WithRevisionHistoryLimit(*limit)
 	}
 	return apply.
 		WithOwnerReferences(metav1apply.OwnerReference().
@@ -203,7 +213,7 @@ func desiredContainer(foo *samplev1beta1.Foo) *corev1apply.ContainerApplyConfigu
 // name ("replicas", "minReadySeconds", "progressDeadlineSeconds",
 // "revisionHistoryLimit", "image", "containerPort", "labels", "template
 // labels", "podLabels", "owner"). Empty means the controller has nothing
-// to send. A field the Foo leaves unset is not compared. Fields the
+// to send. Fields the
 // controller does not own (added labels, annotations, other containers,
 // defaults filled in by the API server) are not compared.
 func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
@@ -217,7 +227,7 @@ func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
 	if want := ProgressDeadline(foo); want != nil && dep.Spec.ProgressDeadlineSeconds != *want {
 		drift = append(drift, "progressDeadlineSeconds")
 	}
-	if want := foo.Spec.Deployment.RevisionHistoryLimit; want != nil && !ptr.Equal(dep.Spec.RevisionHistoryLimit, want) {
+	if h := dep.Spec.RevisionHistoryLimit; h == nil || *h != RevisionHistoryLimit(foo) {
 		drift = append(drift, "revisionHistoryLimit")
 	}
 	if c := container(dep); c == nil || c.Image != Image(foo) {
@@ -258,16 +268,13 @@ func OwnedValues(foo *samplev1beta1.Foo, dep *DeploymentView) string {
 		Replicas       *int32
 		MinReady       int32
 		Deadline       int32
-		History        *int32         `json:",omitempty"` // compared only when the Foo sets it
+		History        *int32
 		Container      *ContainerView `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
 		PodLabelKeys   *string
 		Controlled     bool
-	}{dep.Spec.Replicas, dep.Spec.MinReadySeconds, dep.Spec.ProgressDeadlineSeconds, nil, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
-	if foo.Spec.Deployment.RevisionHistoryLimit != nil {
-		owned.History = dep.Spec.RevisionHistoryLimit
-	}
+	}{dep.Spec.Replicas, dep.Spec.MinReadySeconds, dep.Spec.ProgressDeadlineSeconds, dep.Spec.RevisionHistoryLimit, nil, pick(dep.Labels), pick(dep.Spec.Template.Labels), nil, IsControlledBy(dep, foo.UID)}
 	if keys, ok := dep.Annotations[PodLabelsAnnotation]; ok {
 		owned.PodLabelKeys = &keys
 	}

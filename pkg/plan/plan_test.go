@@ -58,9 +58,10 @@ func rolledOut(foo *samplev1beta1.Foo) *appsv1.Deployment {
 			OwnerReferences: []metav1.OwnerReference{controllerRef("samplecontroller.example.com/v1beta1", "Foo", foo.UID)},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas:        ptr.To(r),
-			MinReadySeconds: foo.Spec.Deployment.MinReadySeconds,
-			Selector:        &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
+			Replicas:             ptr.To(r),
+			MinReadySeconds:      foo.Spec.Deployment.MinReadySeconds,
+			RevisionHistoryLimit: ptr.To(RevisionHistoryLimit(foo)),
+			Selector:             &metav1.LabelSelector{MatchLabels: SelectorLabels(foo)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: TemplateLabels(foo)},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{container}},
@@ -552,10 +553,15 @@ func TestDesiredDeployment(t *testing.T) {
 	if got := DesiredDeployment(foo).Spec.ProgressDeadlineSeconds; got == nil || *got != 630 {
 		t.Errorf("progressDeadlineSeconds for minReadySeconds 30: %v, want 630", got)
 	}
-	// Only owned fields: nothing the API server defaults, and
-	// revisionHistoryLimit only when the Foo sets it (0 included).
-	if d.Spec.Strategy.Type != "" || d.Spec.RevisionHistoryLimit != nil || d.Spec.Template.Spec.RestartPolicy != "" {
+	// Only owned fields: nothing the API server defaults that no field
+	// of the Foo names.
+	if d.Spec.Strategy.Type != "" || d.Spec.Template.Spec.RestartPolicy != "" {
 		t.Errorf("declares fields it does not own: %s", raw)
+	}
+	// revisionHistoryLimit, as minReadySeconds: unset is the Deployment's
+	// default, declared; 0 is a value.
+	if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 10 {
+		t.Errorf("revisionHistoryLimit unset: want 10 declared, got %s", raw)
 	}
 	foo.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](0)
 	if got := DesiredDeployment(foo).Spec.RevisionHistoryLimit; got == nil || *got != 0 {
@@ -1320,7 +1326,6 @@ func TestOwnedValues(t *testing.T) {
 		func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 9; d.ResourceVersion = "99" },
 		func(d *appsv1.Deployment) { d.Labels["extra"] = "1" },
 		func(d *appsv1.Deployment) { d.Spec.Strategy.Type = appsv1.RecreateDeploymentStrategyType },
-		func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](3) }, // the Foo leaves it unset
 	}
 	for i, change := range same {
 		d := rolledOut(foo)
@@ -1331,6 +1336,7 @@ func TestOwnedValues(t *testing.T) {
 	}
 	differ := []func(*appsv1.Deployment){
 		func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](7) },
+		func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](3) }, // ours, set or not: the default
 		func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "x:1" },
 		func(d *appsv1.Deployment) {
 			d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{httpPort(1)}
@@ -1346,26 +1352,19 @@ func TestOwnedValues(t *testing.T) {
 			t.Errorf("differ %d: unchanged", i)
 		}
 	}
-	// A field the Foo sets is ours: another value changes it.
-	foo.Spec.Deployment.RevisionHistoryLimit = ptr.To[int32](5)
-	base = OwnedValues(foo, NewDeploymentView(rolledOut(foo)))
-	d := rolledOut(foo)
-	d.Spec.RevisionHistoryLimit = ptr.To[int32](3)
-	if got := OwnedValues(foo, NewDeploymentView(d)); got == base {
-		t.Errorf("revisionHistoryLimit the Foo sets, changed: OwnedValues unchanged")
-	}
 }
 
-// TestDriftRevisionHistoryLimit: the field is the controller's only when
-// the Foo sets it, 0 included; unset, the Deployment's default (10) or
-// another writer's value is not drift.
+// TestDriftRevisionHistoryLimit: the field is the controller's whether
+// the Foo sets it or not: unset is the Deployment's default (10), so
+// another writer's value is drift; 0 is a value.
 func TestDriftRevisionHistoryLimit(t *testing.T) {
 	for _, tc := range []struct {
 		foo, dep *int32
 		want     []string
 	}{
 		{nil, ptr.To[int32](10), nil},
-		{nil, ptr.To[int32](3), nil},
+		{nil, ptr.To[int32](3), []string{"revisionHistoryLimit"}},
+		{nil, nil, []string{"revisionHistoryLimit"}},
 		{ptr.To[int32](5), ptr.To[int32](5), nil},
 		{ptr.To[int32](5), ptr.To[int32](10), []string{"revisionHistoryLimit"}},
 		{ptr.To[int32](0), ptr.To[int32](0), nil},

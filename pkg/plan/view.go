@@ -52,8 +52,8 @@ type DeploymentViewSpec struct {
 	// default (600) never leaves it. A value, not a pointer: one
 	// allocation less per cached Deployment.
 	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
-	// RevisionHistoryLimit is compared only when the Foo sets it; a
-	// pointer, for 0 is a limit.
+	// RevisionHistoryLimit is a pointer, for 0 is a limit and unset (a
+	// Deployment the API server has not defaulted) is not.
 	RevisionHistoryLimit *int32                `json:"revisionHistoryLimit,omitempty"`
 	Selector             *metav1.LabelSelector `json:"selector,omitempty"`
 	Template             PodTemplateView       `json:"template"`

@@ -51,8 +51,8 @@ type DeploymentSpecApplyConfiguration struct {
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 	// RevisionHistoryLimit is how many old ReplicaSets the Deployment keeps
 	// for a rollback (the Deployment's spec.revisionHistoryLimit). Unset,
-	// the controller leaves it to the Deployment's default (10) or to
-	// whoever set it. New in v1beta1: a v1alpha1 client sees it in the
+	// the Deployment's default, 10; either way another writer's value is
+	// put back. New in v1beta1: a v1alpha1 client sees it in the
 	// annotation
 	// samplecontroller.example.com/v1beta1.spec.deployment.revisionHistoryLimit.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
