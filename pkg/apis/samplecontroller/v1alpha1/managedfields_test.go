@@ -46,8 +46,8 @@ func TestFieldsToV1beta1(t *testing.T) {
 			[]fieldpath.Path{path("spec"), path("spec", "deploymentName")},
 			[]fieldpath.Path{path("spec"), path("spec", "deployment"), path("spec", "deployment", "name")}},
 		{"the same in both versions: deletionPolicy, status, labels",
-			[]fieldpath.Path{path("spec", "deletionPolicy"), path("status", "replicas"), condition, append(condition, fieldpath.PathElement{FieldName: ptr("status")}), path("metadata", "labels", "team")},
-			[]fieldpath.Path{path("spec", "deletionPolicy"), path("status", "replicas"), condition, append(condition, fieldpath.PathElement{FieldName: ptr("status")}), path("metadata", "labels", "team")}},
+			[]fieldpath.Path{path("spec", "deletionPolicy"), path("status", "replicas"), condition, append(condition, fieldpath.PathElement{FieldName: strptr("status")}), path("metadata", "labels", "team")},
+			[]fieldpath.Path{path("spec", "deletionPolicy"), path("status", "replicas"), condition, append(condition, fieldpath.PathElement{FieldName: strptr("status")}), path("metadata", "labels", "team")}},
 		{"a podLabels key named like a moved field is a key, not a field",
 			[]fieldpath.Path{path("spec", "podLabels", "image")},
 			[]fieldpath.Path{path("spec", "deployment", "podLabels", "image")}},
@@ -67,4 +67,4 @@ func TestFieldsToV1beta1(t *testing.T) {
 	}
 }
 
-func ptr(s string) *string { return &s }
+func strptr(s string) *string { return &s }
