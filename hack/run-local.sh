@@ -182,6 +182,7 @@ else
     "${KUBECTL}" apply -f artifacts/examples/crd.yaml
 fi
 "${KUBECTL}" wait --for=condition=Established crd/foos.samplecontroller.example.com --timeout=60s >/dev/null
+"${KUBECTL}" apply -f artifacts/examples/v1alpha1-annotations-policy.yaml >/dev/null
 "${KUBECTL}" apply -f artifacts/examples/example-foo.yaml
 
 cat >&2 <<MSG

@@ -245,7 +245,9 @@ func TestConversionWebhook(t *testing.T) {
 	}
 	// Then v1alpha1 writers that send one field's annotation alone: the
 	// other field stays, whatever they send (one value out of bounds
-	// drops that value alone; null removes it, as for any annotation).
+	// drops that value alone, where no admission policy refuses it:
+	// TestV1alpha1AnnotationsPolicy; null removes it, as for any
+	// annotation).
 	for _, step := range []struct {
 		patch             string
 		minReady, history int32 // -1: unset

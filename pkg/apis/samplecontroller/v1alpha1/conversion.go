@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"encoding/json"
 	"maps"
 	"strconv"
 	"strings"
@@ -37,9 +36,11 @@ import (
 // for each field that is set and removes the others, whatever a v1beta1
 // Foo carried under those names; up-conversion reads each within
 // v1beta1's schema (the JSON exactly, the bounds the markers set) and
-// always removes them, so v1beta1 never holds them. A value it cannot
-// read, or out of bounds, sets nothing: the annotation would otherwise
-// carry past v1beta1's validation what v1beta1 itself refuses.
+// always removes them, so conversion never carries them into v1beta1. A
+// value it cannot read, or out of bounds, sets nothing: the annotation
+// would otherwise carry past v1beta1's validation what v1beta1 itself
+// refuses. (artifacts/examples/v1alpha1-annotations-policy.yaml refuses
+// such a value at admission; conversion cannot tell the client.)
 const V1beta1FieldPrefix = "samplecontroller.example.com/v1beta1.spec.deployment."
 
 // The annotations of the v1beta1 fields so far. A field v1beta1 adds and
@@ -109,23 +110,21 @@ func readInt32(raw string, max int32) (int32, bool) {
 	return *v, true
 }
 
-// readLegacy reads LegacyV1beta1SpecAnnotation's minReadySeconds: the exact
-// names (not encoding/json's case-insensitive match), no unknown or
-// duplicate field, within the schema.
+// readLegacy reads LegacyV1beta1SpecAnnotation's minReadySeconds as the
+// release that wrote it did: the exact names (not encoding/json's
+// case-insensitive match), no unknown or duplicate field, within the
+// schema; what leaves it out (null, {}, {"deployment":{}}) is 0.
 func readLegacy(raw string) (int32, bool) {
 	var legacy struct {
 		Deployment struct {
-			MinReadySeconds json.RawMessage `json:"minReadySeconds"`
+			MinReadySeconds int32 `json:"minReadySeconds"`
 		} `json:"deployment"`
 	}
 	strict, err := sigsjson.UnmarshalStrict([]byte(raw), &legacy)
-	if err != nil || len(strict) > 0 {
+	if m := legacy.Deployment.MinReadySeconds; err != nil || len(strict) > 0 || m < 0 || m > v1beta1.MaxMinReadySeconds {
 		return 0, false
 	}
-	if legacy.Deployment.MinReadySeconds == nil { // {"deployment":{}}: 0, as it was written
-		return 0, raw != "null"
-	}
-	return readInt32(string(legacy.Deployment.MinReadySeconds), v1beta1.MaxMinReadySeconds)
+	return legacy.Deployment.MinReadySeconds, true
 }
 
 // isConversions reports whether an annotation is one conversion owns.

@@ -163,8 +163,9 @@ func dropConversions(annotations map[string]string) {
 }
 
 // unreadable are annotation values conversion cannot read, or that are
-// out of bounds for every field.
-var unreadable = []string{"{not json", `"30"`, "-1", "30.5", "1e2", "3601000", "", "null", "true", "[1]", "30 31"}
+// out of bounds for every field, as a field's or as the legacy one
+// (whose reader, the release before's, reads null as 0).
+var unreadable = []string{"{not json", `"30"`, "-1", "30.5", "1e2", "3601000", "", "true", "[1]", "30 31", `{"deployment":{"minReadySeconds":-1}}`}
 
 // FuzzRoundTripFromV1alpha1: any v1alpha1 Foo survives a trip through
 // v1beta1, each v1beta1 field's annotation absent, as down-conversion
@@ -210,6 +211,9 @@ func FuzzRoundTripFromV1alpha1(f *testing.F) {
 			m := 1 + legacy%v1beta1.MaxMinReadySeconds
 			setAnnotation(in, v1alpha1.LegacyV1beta1SpecAnnotation, fmt.Sprintf(`{"deployment":{"minReadySeconds":%d}}`, m))
 			setAnnotation(want, v1alpha1.MinReadySecondsAnnotation, strconv.Itoa(int(m)))
+		case 3: // what the release before read as 0: minReadySeconds unset
+			setAnnotation(in, v1alpha1.LegacyV1beta1SpecAnnotation, []string{"null", " null ", "{}", `{"deployment":null}`, `{"deployment":{}}`}[legacy%5])
+			delete(want.Annotations, v1alpha1.MinReadySecondsAnnotation)
 		case 2:
 			setAnnotation(in, v1alpha1.LegacyV1beta1SpecAnnotation, pick(legacy))
 		}
@@ -327,6 +331,11 @@ func TestConversionExamples(t *testing.T) {
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"Deployment\":{\"MINREADYSECONDS\":45}}","samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
 		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
 		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29","minReadySeconds":30}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
+	}, {
+		name: "v1alpha1 to v1beta1: a legacy annotation that leaves minReadySeconds out is 0, as the release before read it, and wins",
+		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":" {\"deployment\":null} ","samplecontroller.example.com/v1beta1.spec.deployment.minReadySeconds":"30"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
+		in:   &v1alpha1.Foo{}, out: &v1beta1.Foo{},
+		want: `{"metadata":{"name":"a"},"spec":{"deployment":{"name":"web","image":"nginx:1.29"}},"status":{"observedGeneration":0,"replicas":0,"availableReplicas":0,"readyReplicas":0}}`,
 	}, {
 		name: "v1alpha1 to v1beta1: a legacy annotation with an unknown field, the same",
 		from: `{"metadata":{"name":"a","annotations":{"samplecontroller.example.com/v1beta1-spec":"{\"deployment\":{\"minReadySeconds\":30,\"paused\":true}}"}},"spec":{"deploymentName":"web","image":"nginx:1.29"}}`,
