@@ -27,7 +27,7 @@ generate: ## Regenerate clientset, listers, informers, deepcopy and the CRD.
 verify: ## Generated code up to date, docs links, gofmt, go vet, golangci-lint.
 	hack/verify-codegen.sh
 	hack/verify-docs.sh
-	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	@unformatted="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	go vet -tags integration ./pkg/integration/

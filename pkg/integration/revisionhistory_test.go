@@ -49,9 +49,11 @@ func TestRevisionHistoryLimit(t *testing.T) {
 
 	s.editDeployment("web", func(d *appsv1.Deployment) { d.Spec.RevisionHistoryLimit = ptr.To[int32](7) })
 	deployment(3)
+	s.waitConverged("web", time.Minute)
 
 	set(ptr.To[int32](0))
 	deployment(0)
+	s.waitConverged("web", time.Minute)
 
 	// A v1alpha1 client sets it in the annotation that carries it.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"5"}}}`, samplev1alpha1.RevisionHistoryLimitAnnotation)
