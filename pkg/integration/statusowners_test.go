@@ -442,8 +442,14 @@ func webhookOnPrivatePlane(t *testing.T, s *scenario, handler http.Handler) (sto
 	current := runWebhook(t, lis, keeper, handler)
 	t.Cleanup(func() { current() })
 	serveV1beta1(t, s, "https://"+addr+webhook.Path)
-	s.eventually(30*time.Second, "v1alpha1 served", func() (bool, string) {
-		_, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).List(s.ctx, metav1.ListOptions{})
+	// Served once a Foo converts both ways: a dry-run create in v1alpha1
+	// is converted to v1beta1 and back (the API server encodes it for
+	// storage and decodes it, storing nothing), with the CA the CRD holds.
+	// A list of no Foos converts nothing, and passed while the API server
+	// still distrusted the webhook's certificate (a create then failed).
+	probe := &samplev1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe"}, Spec: samplev1alpha1.FooSpec{DeploymentName: "probe"}}
+	s.eventually(30*time.Second, "v1alpha1 served through the webhook", func() (bool, string) {
+		_, err := s.foos.SamplecontrollerV1alpha1().Foos(s.ns).Create(s.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil, fmt.Sprint(err)
 	})
 	stop = func() { current() }
