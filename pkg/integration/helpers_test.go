@@ -186,6 +186,19 @@ func (s *scenario) eventually(timeout time.Duration, what string, cond func() (d
 	}
 }
 
+// eventuallyDeployment is eventually, on the Deployment name: cond sees it
+// as the API server has it; one it cannot read is a state, not a failure.
+func (s *scenario) eventuallyDeployment(timeout time.Duration, name, what string, cond func(*appsv1.Deployment) (done bool, state string)) {
+	s.t.Helper()
+	s.eventually(timeout, what, func() (bool, string) {
+		dep, err := s.getDeployment(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return cond(dep)
+	})
+}
+
 func newFoo(name, deployment string, replicas int32) *samplev1beta1.Foo {
 	return &samplev1beta1.Foo{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

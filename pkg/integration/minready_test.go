@@ -35,11 +35,7 @@ func TestMinReadySeconds(t *testing.T) {
 	s.createFoo(foo)
 	deployment := func(minReady, deadline int32) {
 		t.Helper()
-		s.eventually(30*time.Second, fmt.Sprintf("minReadySeconds %d, progressDeadlineSeconds %d", minReady, deadline), func() (bool, string) {
-			dep, err := s.getDeployment("web")
-			if err != nil {
-				return false, err.Error()
-			}
+		s.eventuallyDeployment(30*time.Second, "web", fmt.Sprintf("minReadySeconds %d, progressDeadlineSeconds %d", minReady, deadline), func(dep *appsv1.Deployment) (bool, string) {
 			got := fmt.Sprintf("minReadySeconds %d, progressDeadlineSeconds %d", dep.Spec.MinReadySeconds, ptr.Deref(dep.Spec.ProgressDeadlineSeconds, -1))
 			return dep.Spec.MinReadySeconds == minReady && ptr.Deref(dep.Spec.ProgressDeadlineSeconds, -1) == deadline, got
 		})

@@ -31,11 +31,7 @@ func TestRevisionHistoryLimit(t *testing.T) {
 	s.createFoo(foo)
 	deployment := func(want int32) {
 		t.Helper()
-		s.eventually(30*time.Second, fmt.Sprintf("revisionHistoryLimit %d", want), func() (bool, string) {
-			dep, err := s.getDeployment("web")
-			if err != nil {
-				return false, err.Error()
-			}
+		s.eventuallyDeployment(30*time.Second, "web", fmt.Sprintf("revisionHistoryLimit %d", want), func(dep *appsv1.Deployment) (bool, string) {
 			got := ptr.Deref(dep.Spec.RevisionHistoryLimit, -1)
 			return got == want, fmt.Sprintf("revisionHistoryLimit %d", got)
 		})
