@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -93,4 +94,46 @@ func (c *Controller) namespaceGoing(namespace string) bool {
 	}
 	ns, err := c.namespaces.Get(namespace)
 	return err == nil && ns.DeletionTimestamp != nil
+}
+
+// prunedSpec is what a Foo declared when pruneDeployments last finished for
+// it (the zero value: never).
+type prunedSpec struct {
+	generation     int64
+	deploymentName string
+}
+
+func prunedOf(foo *samplev1beta1.Foo) prunedSpec {
+	return prunedSpec{generation: foo.Generation, deploymentName: foo.Spec.Deployment.Name}
+}
+
+// needPrune reports whether foo may have Deployments left under another
+// name. Looking is not free: the MutationCache's ByIndex also walks every
+// copy of our recent writes (up to mutationCacheSize) on each call. Among
+// those copies, only a new spec can leave a Deployment under another name
+// (we create only under the declared one), so that walk is done once per
+// spec of each Foo (and once per Foo after a restart), not on every sync.
+// A leftover can also come from elsewhere (a Deployment restored from a
+// backup with its owner reference, say): the informer's own index, a map
+// lookup, shows those on every sync.
+func (c *Controller) needPrune(foo *samplev1beta1.Foo, rec *record) bool {
+	return rec.pruned != prunedOf(foo) || c.leftoverIndexed(foo)
+}
+
+// leftoverIndexed reports whether the informer holds a Deployment foo
+// controls under a name other than the one it declares, and not already
+// being deleted.
+func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
+	keys, err := c.informedDeployments.IndexKeys(deploymentByFooUID, string(foo.UID))
+	if err != nil {
+		return true // look the slow way
+	}
+	current := cache.ObjectName{Namespace: foo.Namespace, Name: foo.Spec.Deployment.Name}.String()
+	return slices.ContainsFunc(keys, func(k string) bool {
+		if k == current {
+			return false
+		}
+		obj, exists, err := c.informedDeployments.GetByKey(k)
+		return err != nil || (exists && obj.(*plan.DeploymentView).DeletionTimestamp == nil)
+	})
 }

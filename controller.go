@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -23,12 +22,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"example.com/foo-controller/pkg/cachetrim"
-	"example.com/foo-controller/pkg/corrections"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
-	"example.com/foo-controller/pkg/pacer"
 )
 
 // controllerName names the workqueue (and so its metrics), the field
@@ -82,34 +79,9 @@ type Controller struct {
 	// for a first sync, so a burst of new Foos does not delay the Foos
 	// already deployed.
 	lanes *lanes.Queue[cache.ObjectName]
-	// corrections bounds how often one Foo's Deployment is put back after
-	// someone else changed it: correctionBurst at once, then one per
-	// correctionEvery, afresh whenever the Foo's generation changes or
-	// the fight is over. Keyed by UID: a Foo recreated under the same name
-	// does not inherit its predecessor's fight.
-	corrections *corrections.Limiter[types.UID]
-	// statusPacer holds back status writes that only move counts (see
-	// plan.ProgressOnly) and a new Foo's first "progressing" (see
-	// plan.FirstProgress) to one per statusProgressInterval per Foo.
-	statusPacer *pacer.Pacer[cache.ObjectName]
-	// changeEvents and heldEvents space out the Scaled and Updated Events
-	// that follow edits of a Foo: one per changeEventInterval, the changes
-	// in between told together (see tellChanged).
-	changeEvents *pacer.Pacer[cache.ObjectName]
-	heldEvents   sync.Map
-	// pruned holds, per Foo key, the prunedSpec of its last complete
-	// pruneDeployments, which need not run again until the spec changes
-	// or the informer shows a leftover.
-	pruned sync.Map
-	// overridden holds, per Foo key, the overriddenState of its last
-	// correction that the API server did not keep (see syncDeployment).
-	overridden sync.Map
-	// applyFailures holds, per Foo key, how many syncs in a row failed with
-	// an answer that may lift by itself (see persists).
-	applyFailures sync.Map
-	// failed are the keys whose last sync failed: retried together every
-	// failedRetryEvery, whatever their backoff (queue.go).
-	failed   failedKeys
+	// memory is what the controller remembers of each Foo between syncs:
+	// one record per Foo, dropped when the Foo goes (memory.go).
+	memory   *memory
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	// pool, when set, is shared with other controllers of this process:
@@ -159,9 +131,7 @@ func NewController(
 		foosSynced:          fooInformer.Informer().HasSynced,
 		workqueue:           newQueue(cc.queueName, queueLanes),
 		lanes:               queueLanes,
-		corrections:         corrections.New[types.UID](correctionEvery, correctionBurst),
-		statusPacer:         pacer.New[cache.ObjectName](statusProgressInterval),
-		changeEvents:        pacer.New[cache.ObjectName](changeEventInterval),
+		memory:              newMemory(),
 		recorder:            recorder,
 		clock:               clock.RealClock{},
 		pool:                cc.pool,
@@ -256,7 +226,6 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for range workers {
 		wg.Go(func() { c.runWorker(ctx, syncCtx) })
 	}
-	wg.Go(func() { c.retryFailedEvery(ctx, failedRetryEvery) })
 	logger.Info("Started workers")
 
 	<-ctx.Done()
@@ -358,8 +327,8 @@ func (c *Controller) syncSafely(ctx context.Context, key cache.ObjectName) (res 
 //     server keeps refusing must back off, not retry every second.
 //   - Transient error: a non-nil error (API unavailable, a write conflict on
 //     a stale object, a panic). The key is retried with per-key exponential
-//     backoff (see newQueue), and with every other failed key every
-//     failedRetryEvery; the syncResult is ignored.
+//     backoff, never later than failedRetryMax (see newQueue); the
+//     syncResult is ignored.
 //   - Permanent problem: one the user must fix (a Deployment name taken by
 //     someone else) is reported as a condition and returns done: retrying
 //     cannot fix it, so it must not spin in backoff. The exception is an
@@ -394,10 +363,8 @@ func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res sy
 			return
 		}
 		c.workqueue.Forget(key)
-		c.failed.done(key)
 		return
 	}
-	c.failed.failed(key)
 	logger := klog.FromContext(ctx)
 	if apierrors.IsConflict(err) {
 		// Expected now and then: we wrote from a cache that was one event

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/cache"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/plan"
@@ -56,13 +55,13 @@ type heldChanges struct {
 // changeEventInterval, the first at once: the newest Event always tells the
 // last change. A change that puts back someone else's is told at once,
 // after anything held (the corrections limiter bounds those).
-func (c *Controller) tellChanged(foo *samplev1beta1.Foo, dep *plan.DeploymentView, from, to int32, fields []string) {
-	key := cache.MetaObjectToName(foo)
-	h := c.held(key, foo)
+func (c *Controller) tellChanged(foo *samplev1beta1.Foo, rec *record, dep *plan.DeploymentView, from, to int32, fields []string) {
 	if foo.Status.ObservedGeneration == foo.Generation {
-		if h != nil {
-			c.heldEvents.Delete(key)
-			c.recordHeld(h, dep, c.clock.Now())
+		if h := rec.held; h != nil {
+			now := c.clock.Now()
+			rec.held = nil
+			rec.eventPace.Wrote(now)
+			c.recordHeld(h, dep, now)
 		}
 		if fields == nil {
 			c.event(foo, dep, corev1.EventTypeNormal, reasonScaled, "ScaleDeployment",
@@ -74,8 +73,8 @@ func (c *Controller) tellChanged(foo *samplev1beta1.Foo, dep *plan.DeploymentVie
 		return
 	}
 	next := heldChanges{since: c.clock.Now()}
-	if h != nil {
-		next = *h
+	if rec.held != nil {
+		next = *rec.held
 	}
 	next.foo = foo
 	if fields == nil {
@@ -92,36 +91,22 @@ func (c *Controller) tellChanged(foo *samplev1beta1.Foo, dep *plan.DeploymentVie
 		}
 		next.updates++
 	}
-	c.heldEvents.Store(key, &next)
-}
-
-// held returns foo's held Events (nil if none, or if they were its
-// predecessor's, which are dropped).
-func (c *Controller) held(key cache.ObjectName, foo *samplev1beta1.Foo) *heldChanges {
-	v, ok := c.heldEvents.Load(key)
-	if !ok {
-		return nil
-	}
-	if h := v.(*heldChanges); h.foo.UID == foo.UID {
-		return h
-	}
-	c.heldEvents.Delete(key)
-	return nil
+	rec.held = &next
 }
 
 // flushChanges records foo's held Events once their interval allows, or
 // asks to come back then.
-func (c *Controller) flushChanges(foo *samplev1beta1.Foo, dep *plan.DeploymentView) syncResult {
-	key := cache.MetaObjectToName(foo)
-	h := c.held(key, foo)
-	if h == nil {
+func (c *Controller) flushChanges(foo *samplev1beta1.Foo, rec *record, dep *plan.DeploymentView) syncResult {
+	if rec.held == nil {
 		return syncResult{}
 	}
 	now := c.clock.Now()
-	if wait := c.changeEvents.Wait(key, now); wait > 0 {
+	if wait := rec.eventPace.Wait(changeEventInterval, now); wait > 0 {
 		return requeueAfter(wait)
 	}
-	c.heldEvents.Delete(key)
+	h := rec.held
+	rec.held = nil
+	rec.eventPace.Wrote(now)
 	c.recordHeld(h, dep, now)
 	return syncResult{}
 }
@@ -130,16 +115,13 @@ func (c *Controller) flushChanges(foo *samplev1beta1.Foo, dep *plan.DeploymentVi
 // last change of each Foo is told before the process exits.
 func (c *Controller) flushAllChanges() {
 	now := c.clock.Now()
-	c.heldEvents.Range(func(k, v any) bool {
-		c.heldEvents.Delete(k)
-		c.recordHeld(v.(*heldChanges), nil, now)
-		return true
-	})
+	for _, h := range c.memory.heldEvents() {
+		c.recordHeld(h, nil, now)
+	}
 }
 
 // recordHeld records held Events, the update before the scale.
 func (c *Controller) recordHeld(h *heldChanges, dep *plan.DeploymentView, now time.Time) {
-	c.changeEvents.Wrote(cache.MetaObjectToName(h.foo), now)
 	name, took := h.foo.Spec.Deployment.Name, now.Sub(h.since).Round(100*time.Millisecond)
 	if h.updates > 0 {
 		note := fmt.Sprintf("Updated Deployment %s: %v", name, h.fields)

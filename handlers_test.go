@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -101,7 +100,7 @@ func TestDeploymentEventsJumpTheQueue(t *testing.T) {
 
 // TestResyncAddsAKeyInBackoffAtOnce: a resync re-delivers every Foo
 // unchanged, and that adds its key at once even while it waits out a long
-// failure backoff (retryFailed does the same for the failed Foos only).
+// failure backoff.
 func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	foo := newFoo("a", 1)
 	f := newFixture(t).withFoo(foo)
@@ -120,67 +119,39 @@ func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	assertQueue(t, c, []string{"default/a"})
 }
 
-// TestFailedFoosAreRetriedTogether: every Foo whose last sync failed is
-// added at once by retryFailed, however many they are and whatever their
-// backoff: after an outage that failed 10,000 Foos, the shared 10/s of
-// retries would otherwise spread them over 1,000 s and more. A Foo whose
-// sync then succeeds is not retried again; one waiting for a known time
-// (requeue after d) keeps its mark.
-func TestFailedFoosAreRetriedTogether(t *testing.T) {
-	f := newFixture(t)
-	_, ctx := ktesting.NewTestContext(t)
-	c := f.newController(ctx)
+// TestFailedFoosWaitAtMostTheCap: however many Foos failed and however
+// often, none waits longer than failedRetryMax for its retry: after an
+// outage that failed 10,000 Foos, the shared 10/s of client-go's default
+// limiter alone would spread their retries over 1,000 s and more.
+func TestFailedFoosWaitAtMostTheCap(t *testing.T) {
 	const n = 10000
-	keys := make([]cache.ObjectName, n)
-	for i := range keys {
-		keys[i] = cache.ObjectName{Namespace: testNS, Name: fmt.Sprintf("foo-%d", i)}
+	limiter, uncapped := retryLimiter(), workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]()
+	var longest, longestUncapped time.Duration
+	for i := range n {
+		key := cache.ObjectName{Namespace: testNS, Name: fmt.Sprintf("foo-%d", i)}
 		for range 10 { // a long outage: each key deep in its backoff
-			c.handleErr(ctx, keys[i], syncResult{}, errors.New("the webhook is down"))
+			longest = max(longest, limiter.When(key))
+			longestUncapped = max(longestUncapped, uncapped.When(key))
 		}
 	}
-	// A few came back while the rest failed (the retries' burst of 100).
-	if got := c.workqueue.Len(); got > n/100 {
-		t.Fatalf("%d keys queued right after their failures, want nearly none (all waiting out their backoff)", got)
+	if longest != failedRetryMax {
+		t.Errorf("the longest wait of %d failed Foos is %v, want the cap, %v", n, longest, failedRetryMax)
 	}
-	if got := c.retryFailed(); got != n || c.workqueue.Len() != n {
-		t.Fatalf("retryFailed added %d keys, the queue holds %d; want %d", got, c.workqueue.Len(), n)
+	if longestUncapped <= failedRetryMax {
+		t.Errorf("without the cap the longest wait is %v: this test no longer shows what the cap is for", longestUncapped)
 	}
-	for _, key := range keys[:n-2] {
-		c.handleErr(ctx, key, syncResult{}, nil) // the webhook is back
+	// One key failing for ever is tried every failedRetryMax, not every
+	// 1000 s.
+	key := cache.ObjectName{Namespace: testNS, Name: "always"}
+	for range 30 {
+		limiter.When(key)
 	}
-	c.handleErr(ctx, keys[n-1], requeueAfter(time.Second), nil)
-	if got := c.retryFailed(); got != 2 {
-		t.Errorf("after %d successes retryFailed added %d keys, want 2 (one still failed, one requeued after a failure)", n-2, got)
+	if got := limiter.When(key); got != failedRetryMax {
+		t.Errorf("the 31st retry of one key waits %v, want %v", got, failedRetryMax)
 	}
-}
-
-// TestFailedFoosAreRetriedEveryPeriod: what Run starts beside the workers
-// re-adds a failed Foo, deep in its backoff, at each tick, and returns
-// when its context ends.
-func TestFailedFoosAreRetriedEveryPeriod(t *testing.T) {
-	f := newFixture(t)
-	_, ctx := ktesting.NewTestContext(t)
-	c := f.newController(ctx)
-	// Marked failed, its own retry not scheduled (as if hours away): only
-	// the ticks can add it.
-	key := cache.ObjectName{Namespace: testNS, Name: "a"}
-	c.failed.failed(key)
-	tctx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		c.retryFailedEvery(tctx, 20*time.Millisecond)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); c.workqueue.Len() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the failed Foo was not added within 5 s of ticks every 20 ms")
-		}
-	}
-	cancel()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("retryFailedEvery did not return after its context ended")
+	limiter.Forget(key)
+	if got := limiter.NumRequeues(key); got != 0 {
+		t.Errorf("after Forget the key has %d requeues, want 0", got)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
@@ -30,7 +29,7 @@ const statusProgressInterval = 2 * time.Second
 // itself), or its reason or message changes, it records one Warning Event —
 // after the write, so a failed write (retried) cannot repeat the Event. A
 // write the pacer holds back is a requeue for when it may go out.
-func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, obs plan.Observation) (syncResult, error) {
+func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, rec *record, obs plan.Observation) (syncResult, error) {
 	now := metav1.NewTime(c.clock.Now().Truncate(time.Second)) // the API stores seconds
 	want := plan.Status(foo, obs, now)
 	if plan.StatusEqual(foo.Status, want) {
@@ -44,19 +43,18 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, obs
 		klog.FromContext(ctx).V(4).Info("Namespace is being deleted; not reporting")
 		return syncResult{}, nil
 	}
-	key := cache.MetaObjectToName(foo)
 	deferrable := plan.ProgressOnly(foo.Status, want)
 	if plan.FirstProgress(foo.Status, want) {
 		// A new Foo: its first "progressing" waits like a progress-only
 		// change, from this sync on.
-		c.statusPacer.Begin(key, c.clock.Now())
+		rec.statusPace.Begin(c.clock.Now())
 		deferrable = true
 	}
 	if deferrable {
 		// Only progress to report: write it together with whatever comes
 		// next, at most every statusProgressInterval. The key comes back
 		// then, unless a change worth writing at once brings it back earlier.
-		if wait := c.statusPacer.Wait(key, c.clock.Now()); wait > 0 {
+		if wait := rec.statusPace.Wait(statusProgressInterval, c.clock.Now()); wait > 0 {
 			klog.FromContext(ctx).V(4).Info("Deferring a progress-only status update", "after", wait)
 			return requeueAfter(wait), nil
 		}
@@ -69,7 +67,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, obs
 		return syncResult{}, fmt.Errorf("writing status: %w", err)
 	}
 	c.foos.Mutation(trimmedFoo(updated))
-	c.statusPacer.Wrote(key, c.clock.Now())
+	rec.statusPace.Wrote(c.clock.Now())
 
 	ready := meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionReady)
 	klog.FromContext(ctx).V(2).Info("Updated Foo status", "ready", ready.Status, "reason", ready.Reason,

@@ -17,42 +17,40 @@
 //
 // A fight ends once no correction was needed for burst periods (the bucket
 // is full again by then): the object is then treated as never fought over,
-// so the next fight is reported again, and its bucket is dropped, so the
-// Limiter holds only the objects corrected recently.
+// so the next fight is reported again.
+//
+// A Limiter holds no state: each object's Fight lives with whatever else
+// the caller remembers of that object, and goes with it.
 package corrections
 
 import (
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// Limiter hands out correction permits per key. It is safe for concurrent
-// use. The zero value is not usable; call New.
+// Limiter hands out correction permits: burst at once, then one every
+// period, per object. Its state per object is a Fight, which the caller
+// keeps (the zero Fight: never corrected) and must not share between
+// goroutines.
 //
-// Key by the owner's UID, not its name: a deleted and recreated owner is a
-// new object, and must not inherit its predecessor's drained bucket or
-// fight. Keys need not be forgotten: a bucket whose fight is over is dropped by
-// the next sweep.
-type Limiter[K comparable] struct {
+// Keep a Fight per object, not per name: a deleted and recreated owner is
+// a new object, and must not inherit its predecessor's drained bucket or
+// fight.
+type Limiter struct {
 	every time.Duration
 	burst int
-
-	mu        sync.Mutex
-	keys      map[K]*bucket
-	lastSweep time.Time
 }
 
-type bucket struct {
+// Fight is one object's corrections so far (the zero value: none).
+type Fight struct {
 	generation int64
 	tokens     *rate.Limiter
-	// quiet is when the fight is over and the bucket can be dropped: burst
-	// periods after the last correction, or after the time a refused one
-	// was told to come back. The bucket is full by then, but a full bucket
-	// is not enough: a refused correction is still needed until it is
-	// made, and with burst 1 the retry that continues a fight finds the
-	// bucket full again.
+	// quiet is when the fight is over: burst periods after the last
+	// correction, or after the time a refused one was told to come back.
+	// The bucket is full by then, but a full bucket is not enough: a
+	// refused correction is still needed until it is made, and with burst
+	// 1 the retry that continues a fight finds the bucket full again.
 	quiet     time.Time
 	contested bool // a correction was refused since the fight began
 }
@@ -72,58 +70,48 @@ type Decision struct {
 	FirstRefusal bool
 }
 
-// New returns a Limiter that allows burst corrections per key at once and
-// then one every period. A burst below 1 counts as 1.
-func New[K comparable](every time.Duration, burst int) *Limiter[K] {
-	return &Limiter[K]{every: every, burst: max(burst, 1), keys: map[K]*bucket{}}
+// New returns a Limiter that allows burst corrections per object at once
+// and then one every period. A burst below 1 counts as 1.
+func New(every time.Duration, burst int) Limiter {
+	return Limiter{every: every, burst: max(burst, 1)}
 }
 
-// Reserve asks whether key's object, declared at generation, may be
-// corrected at now. It takes no token: call Made once the correction is
+// Reserve asks whether the object of fight f, declared at generation, may
+// be corrected at now. It takes no token: call Made once the correction is
 // made.
-func (l *Limiter[K]) Reserve(key K, generation int64, now time.Time) Decision {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.sweep(now)
-	b := l.bucket(key, generation, now)
+func (l Limiter) Reserve(f *Fight, generation int64, now time.Time) Decision {
+	l.begin(f, generation, now)
 	// Asked, then given back at once: rate's way to look without taking.
-	r := b.tokens.ReserveN(now, 1)
+	r := f.tokens.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
 	r.CancelAt(now)
 	if wait <= 0 {
-		return Decision{Contested: b.contested}
+		return Decision{Contested: f.contested}
 	}
-	first := !b.contested
-	b.contested = true
-	b.quiet = later(b.quiet, now.Add(wait+l.window()))
+	first := !f.contested
+	f.contested = true
+	f.quiet = later(f.quiet, now.Add(wait+l.window()))
 	return Decision{Wait: wait, Contested: true, FirstRefusal: first}
 }
 
-// Made counts a correction of key's object, declared at generation, made
-// at now, after Reserve allowed it.
-func (l *Limiter[K]) Made(key K, generation int64, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.keys[key]
-	if b == nil || b.generation != generation {
-		// Swept, or the owner changed, since Reserve. A fight that Reserve
-		// saw is kept even if it ended while the write was in flight.
-		b = l.bucket(key, generation, now)
+// Made counts a correction of f's object, declared at generation, made at
+// now, after Reserve allowed it.
+func (l Limiter) Made(f *Fight, generation int64, now time.Time) {
+	if f.tokens == nil || f.generation != generation {
+		// The owner changed since Reserve. A fight that Reserve saw is
+		// kept even if it ended while the write was in flight.
+		l.begin(f, generation, now)
 	}
-	b.tokens.ReserveN(now, 1)
-	b.quiet = later(b.quiet, now.Add(l.window()))
+	f.tokens.ReserveN(now, 1)
+	f.quiet = later(f.quiet, now.Add(l.window()))
 }
 
-// bucket is key's bucket for generation at now: a full one, with no
-// fight, if the object was never corrected, its owner changed, or the
-// fight (if any) is over.
-func (l *Limiter[K]) bucket(key K, generation int64, now time.Time) *bucket {
-	b := l.keys[key]
-	if b == nil || b.generation != generation || !now.Before(b.quiet) {
-		b = &bucket{generation: generation, tokens: rate.NewLimiter(rate.Every(l.every), l.burst)}
-		l.keys[key] = b
+// begin makes f a full bucket with no fight if the object was never
+// corrected, its owner changed, or the fight (if any) is over.
+func (l Limiter) begin(f *Fight, generation int64, now time.Time) {
+	if f.tokens == nil || f.generation != generation || !now.Before(f.quiet) {
+		*f = Fight{generation: generation, tokens: rate.NewLimiter(rate.Every(l.every), l.burst)}
 	}
-	return b
 }
 
 func later(a, b time.Time) time.Time {
@@ -134,30 +122,4 @@ func later(a, b time.Time) time.Time {
 }
 
 // window is how long a bucket takes to refill from empty: burst periods.
-func (l *Limiter[K]) window() time.Duration { return time.Duration(l.burst) * l.every }
-
-// sweep drops the buckets whose fight is over at now, at most once a
-// window. Such a bucket is the same as none, so this changes no decision;
-// it bounds the map by the keys corrected within about two windows of now,
-// at the cost of one pass over them per window. Times from callers that
-// read the clock before taking the lock may go slightly backwards; that
-// only delays a sweep.
-func (l *Limiter[K]) sweep(now time.Time) {
-	if now.Sub(l.lastSweep) < l.window() {
-		return
-	}
-	l.lastSweep = now
-	for k, b := range l.keys {
-		if !now.Before(b.quiet) {
-			delete(l.keys, k)
-		}
-	}
-}
-
-// Len is the number of keys with a bucket, including some whose fight is
-// over and that the next sweep drops.
-func (l *Limiter[K]) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.keys)
-}
+func (l Limiter) window() time.Duration { return time.Duration(l.burst) * l.every }

@@ -1,7 +1,6 @@
 package corrections
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -44,7 +43,7 @@ func TestReserve(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New[string](time.Second, 3)
+			l := newKeyed(time.Second, 3)
 			for i, s := range tc.steps {
 				if got := correct(l, "ns/foo", s.generation, s.now).Wait; got != s.want {
 					t.Fatalf("step %d (generation %d at +%v): wait %v, want %v",
@@ -63,15 +62,12 @@ type step struct {
 
 func TestKeysAreIndependent(t *testing.T) {
 	now := time.Now()
-	l := New[string](time.Minute, 1)
+	l := newKeyed(time.Minute, 1)
 	if correct(l, "a", 1, now).Wait != 0 || correct(l, "b", 1, now).Wait != 0 {
 		t.Fatal("each key has its own burst")
 	}
 	if correct(l, "a", 1, now).Wait == 0 {
 		t.Fatal("a's burst is spent")
-	}
-	if l.Len() != 2 {
-		t.Fatalf("Len = %d, want 2", l.Len())
 	}
 	if correct(l, "b", 1, now).Wait == 0 {
 		t.Fatal("b's burst is spent too")
@@ -80,7 +76,7 @@ func TestKeysAreIndependent(t *testing.T) {
 
 func TestContested(t *testing.T) {
 	now := time.Now()
-	l := New[string](time.Second, 1)
+	l := newKeyed(time.Second, 1)
 	want := func(d Decision, contested, first bool) {
 		t.Helper()
 		if d.Contested != contested || d.FirstRefusal != first {
@@ -94,18 +90,39 @@ func TestContested(t *testing.T) {
 	want(correct(l, "a", 2, now.Add(time.Second)), false, false) // the owner changed: afresh
 }
 
+// keyed is a Limiter with a Fight per key, as a caller keeps them.
+type keyed struct {
+	Limiter
+	fights map[string]*Fight
+}
+
+func newKeyed(every time.Duration, burst int) *keyed {
+	return &keyed{Limiter: New(every, burst), fights: map[string]*Fight{}}
+}
+
+func (k *keyed) fight(key string) *Fight {
+	if k.fights[key] == nil {
+		k.fights[key] = &Fight{}
+	}
+	return k.fights[key]
+}
+
+func (k *keyed) Reserve(key string, generation int64, now time.Time) Decision {
+	return k.Limiter.Reserve(k.fight(key), generation, now)
+}
+
 // correct asks for a correction and, if allowed, makes it.
-func correct[K comparable](l *Limiter[K], key K, generation int64, now time.Time) Decision {
-	d := l.Reserve(key, generation, now)
+func correct(k *keyed, key string, generation int64, now time.Time) Decision {
+	d := k.Reserve(key, generation, now)
 	if d.Wait == 0 {
-		l.Made(key, generation, now)
+		k.Made(k.fight(key), generation, now)
 	}
 	return d
 }
 
 func TestOnlyCorrectionsMadeCount(t *testing.T) {
 	now := time.Now()
-	l := New[string](time.Second, 3)
+	l := newKeyed(time.Second, 3)
 	// A write refused ten times in a row, its retries a few milliseconds
 	// apart as the workqueue's backoff begins: never made, never counted.
 	for i := range 10 {
@@ -198,7 +215,7 @@ func TestFights(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New[string](time.Second, tc.burst)
+			l := newKeyed(time.Second, tc.burst)
 			for i, r := range tc.reqs {
 				if got := correct(l, "uid-1", r.generation, r.now); got != r.want {
 					t.Fatalf("request %d (generation %d at +%v): got %+v, want %+v",
@@ -215,36 +232,4 @@ func concat[T any](s ...[]T) []T {
 		all = append(all, x...)
 	}
 	return all
-}
-
-// A controller keyed by UID sees each Foo once: the Limiter must not keep
-// every object it ever corrected.
-func TestBucketsOfOverFightsAreDropped(t *testing.T) {
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	const burst = 3
-	l := New[string](time.Second, burst)
-	for i := range 100 {
-		key := fmt.Sprintf("gone-%d", i)
-		correct(l, key, 1, t0)
-		correct(l, key, 1, t0)
-	}
-	for range burst + 1 {
-		correct(l, "fighting", 1, t0.Add(2*time.Second))
-	}
-	if l.Len() != 101 {
-		t.Fatalf("Len = %d, want 101 while every fight may go on", l.Len())
-	}
-
-	// Three seconds on, the 100 have had no correction for burst periods;
-	// the fought-over one was refused at +2s.
-	now := t0.Add(burst * time.Second)
-	if d := correct(l, "new", 1, now); d.Wait != 0 || d.Contested {
-		t.Fatalf("new key: %+v", d)
-	}
-	if l.Len() != 2 {
-		t.Errorf("Len = %d, want 2 (the fight and the new key)", l.Len())
-	}
-	if d := correct(l, "fighting", 1, now); d != (Decision{Contested: true}) {
-		t.Errorf("the fight that goes on was forgotten: %+v", d)
-	}
 }

@@ -9,66 +9,34 @@
 // back when told.
 package pacer
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
-// Pacer remembers, per key, when its interval began: when a write was last
-// made, or when a first write was first held back. It is safe for
-// concurrent use. The zero value is not usable; call New.
-type Pacer[K comparable] struct {
-	interval time.Duration
-
-	mu   sync.Mutex
-	last map[K]time.Time
+// Pacer is one object's pacing of one kind of write: when its interval
+// began, at the last write or when a first write was first held back (the
+// zero value: never). The caller keeps it with whatever else it remembers
+// of the object, and must not share it between goroutines.
+type Pacer struct {
+	last time.Time
 }
 
-// New returns a Pacer that lets one held-back write per key through per
-// interval.
-func New[K comparable](interval time.Duration) *Pacer[K] {
-	return &Pacer[K]{interval: interval, last: map[K]time.Time{}}
-}
-
-// Begin starts key's interval at now unless one is already running: a
-// key's first write, held back, then waits like one that follows a write.
-func (p *Pacer[K]) Begin(key K, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.last[key]; !ok {
-		p.last[key] = now
+// Begin starts the interval at now unless one is already running: a first
+// write, held back, then waits like one that follows a write.
+func (p *Pacer) Begin(now time.Time) {
+	if p.last.IsZero() {
+		p.last = now
 	}
 }
 
-// Wait returns how long a write for key that may wait must still wait; 0
-// when it may go now. A key with no interval running never waits.
-func (p *Pacer[K]) Wait(key K, now time.Time) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	last, ok := p.last[key]
-	if !ok {
+// Wait is how long a held-back write must still wait at now for an
+// interval of the given length to end: 0 if it may go out.
+func (p Pacer) Wait(interval time.Duration, now time.Time) time.Duration {
+	if p.last.IsZero() {
 		return 0
 	}
-	return max(0, p.interval-now.Sub(last))
+	return max(0, interval-now.Sub(p.last))
 }
 
-// Wrote records a write for key at now: its next interval begins.
-func (p *Pacer[K]) Wrote(key K, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last[key] = now
-}
-
-// Forget drops key (its object is gone).
-func (p *Pacer[K]) Forget(key K) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.last, key)
-}
-
-// Len is the number of keys remembered.
-func (p *Pacer[K]) Len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.last)
+// Wrote records a write made at now: the next interval begins.
+func (p *Pacer) Wrote(now time.Time) {
+	p.last = now
 }

@@ -9,7 +9,7 @@ func TestPacer(t *testing.T) {
 	const interval = 2 * time.Second
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	type step struct {
-		op   string // "begin", "wrote", "forget" or "wait"
+		op   string // "begin", "wrote" or "wait"
 		at   time.Duration
 		want time.Duration // for "wait"
 	}
@@ -17,7 +17,7 @@ func TestPacer(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"an unknown key never waits", []step{{"wait", 0, 0}}},
+		{"a new object never waits", []step{{"wait", 0, 0}}},
 		{"after a write, the rest of the interval", []step{
 			{"wrote", 0, 0}, {"wait", 0, interval}, {"wait", 500 * time.Millisecond, 1500 * time.Millisecond},
 			{"wait", interval, 0}, {"wait", 3 * interval, 0},
@@ -30,39 +30,23 @@ func TestPacer(t *testing.T) {
 			{"begin", 0, 0}, {"begin", time.Second, 0}, {"wait", time.Second, time.Second},
 			{"wrote", 5 * time.Second, 0}, {"begin", 6 * time.Second, 0}, {"wait", 6 * time.Second, time.Second},
 		}},
-		{"a forgotten key starts afresh", []step{{"wrote", 0, 0}, {"forget", 0, 0}, {"wait", 0, 0}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New[string](interval)
+			var p Pacer
 			for i, s := range tc.steps {
 				now := t0.Add(s.at)
 				switch s.op {
 				case "begin":
-					p.Begin("k", now)
+					p.Begin(now)
 				case "wrote":
-					p.Wrote("k", now)
-				case "forget":
-					p.Forget("k")
+					p.Wrote(now)
 				case "wait":
-					if got := p.Wait("k", now); got != s.want {
+					if got := p.Wait(interval, now); got != s.want {
 						t.Errorf("step %d: Wait at +%v = %v, want %v", i, s.at, got, s.want)
 					}
 				}
 			}
 		})
-	}
-}
-
-func TestPacerKeysAreIndependent(t *testing.T) {
-	p := New[string](time.Second)
-	now := time.Now()
-	p.Wrote("a", now)
-	if got := p.Wait("b", now); got != 0 {
-		t.Errorf("b waits %v for a's write", got)
-	}
-	p.Forget("a")
-	if p.Len() != 0 {
-		t.Errorf("Len after Forget: %d", p.Len())
 	}
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/corrections"
+	"example.com/foo-controller/pkg/pacer"
+)
+
+// memory is what the controller remembers of each Foo between its syncs,
+// beyond what the caches hold: one record per Foo, made when first needed
+// and dropped whole, by forget, when a sync finds the Foo gone. Nothing in
+// it is needed for correctness after a restart: a new process starts with
+// none, and at worst writes a status or an Event sooner, or looks for
+// leftovers once more.
+//
+// A key is synced by one worker at a time (the workqueue's promise), so a
+// record is used by one goroutine at a time; only the map is shared.
+type memory struct {
+	mu      sync.Mutex
+	records map[cache.ObjectName]*record
+}
+
+// record is one Foo's memory. It belongs to one object: a Foo deleted and
+// recreated under the same name starts afresh, and inherits no pacing,
+// fight or failure count from its predecessor.
+type record struct {
+	uid types.UID
+	// statusPace spaces out status writes that only report progress
+	// (status.go).
+	statusPace pacer.Pacer
+	// eventPace spaces out the Scaled and Updated Events that follow edits
+	// of the Foo; held are those waiting (events.go).
+	eventPace pacer.Pacer
+	held      *heldChanges
+	// fight limits how often the Deployment is put back while someone else
+	// keeps changing it (pkg/corrections).
+	fight corrections.Fight
+	// pruned is the spec for which pruneDeployments last finished.
+	pruned prunedSpec
+	// overridden is what the API server made of our last correction when
+	// it did not keep it (overridden.go).
+	overridden *overridden
+	// applyFailures counts the syncs in a row whose apply failed with an
+	// answer that may lift by itself (persists).
+	applyFailures int
+}
+
+func newMemory() *memory {
+	return &memory{records: map[cache.ObjectName]*record{}}
+}
+
+// of returns foo's record, a new one if there is none or the one there was
+// its predecessor's.
+func (m *memory) of(foo *samplev1beta1.Foo) *record {
+	key := cache.MetaObjectToName(foo)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.records[key]
+	if r == nil || r.uid != foo.UID {
+		r = &record{uid: foo.UID}
+		m.records[key] = r
+	}
+	return r
+}
+
+// forget drops everything remembered of the Foo of key.
+func (m *memory) forget(key cache.ObjectName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.records, key)
+}
+
+// len is how many Foos are remembered.
+func (m *memory) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.records)
+}
+
+// heldEvents takes every record's held Events, for the last flush at
+// shutdown, once no worker runs.
+func (m *memory) heldEvents() []*heldChanges {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []*heldChanges
+	for _, r := range m.records {
+		if r.held != nil {
+			all = append(all, r.held)
+			r.held = nil
+		}
+	}
+	return all
+}
