@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -17,14 +16,12 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
-	"example.com/foo-controller/pkg/lanes"
 	"example.com/foo-controller/pkg/metrics"
 )
 
@@ -72,22 +69,16 @@ type Controller struct {
 	// workqueue serialises work per Foo: a key is never processed by two
 	// workers at once, and a key added many times while waiting is
 	// processed once. Failed keys come back through its rate limiter.
-	workqueue workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	// lanes is the workqueue's storage: keys woken by their Deployment
-	// (its status moved, or someone changed it) or by a user's request (a
-	// new generation, a deletion) are expedited ahead of the keys waiting
-	// for a first sync, so a burst of new Foos does not delay the Foos
-	// already deployed.
-	lanes *lanes.Queue[cache.ObjectName]
+	// Keys woken by their Deployment (its status moved, or someone changed
+	// it) or by a user's request (a new generation, a deletion) are
+	// expedited ahead of the keys waiting for a first sync, so a burst of
+	// new Foos does not delay the Foos already deployed (queue.go).
+	workqueue queue
 	// memory is what the controller remembers of each Foo between syncs:
 	// one record per Foo, dropped when the Foo goes (memory.go).
 	memory   *memory
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
-	// pool, when set, is shared with other controllers of this process:
-	// a sync runs only with one of its tokens (sharded replicas, where
-	// each slot is a controller; nil for one leader).
-	pool *semaphore.Weighted
 }
 
 // NewController wires the controller to the given informers. It registers
@@ -102,8 +93,16 @@ func NewController(
 	recorder events.EventRecorder,
 	opts ...ControllerOption,
 ) (*Controller, error) {
+	return newController(ctx, kubeclientset, fooclientset, deploymentInformer, fooInformer, recorder, newQueue(controllerName), opts...)
+}
+
+// newController is NewController over the given queue: a sharded replica's
+// slots each have their own (sharded.go).
+func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooclientset clientset.Interface,
+	deploymentInformer appsinformers.DeploymentInformer, fooInformer informers.FooInformer,
+	recorder events.EventRecorder, workqueue queue, opts ...ControllerOption) (*Controller, error) {
 	logger := klog.FromContext(ctx)
-	cc := controllerConfig{queueName: controllerName}
+	var cc controllerConfig
 	for _, o := range opts {
 		o(&cc)
 	}
@@ -118,7 +117,6 @@ func NewController(
 	if err := addIndexers(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
 		return nil, err
 	}
-	queueLanes := lanes.New[cache.ObjectName]()
 	c := &Controller{
 		kubeclientset: kubeclientset,
 		fooclientset:  fooclientset,
@@ -129,12 +127,10 @@ func NewController(
 		informedDeployments: deploymentInformer.Informer().GetIndexer(),
 		foos:                newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
 		foosSynced:          fooInformer.Informer().HasSynced,
-		workqueue:           newQueue(cc.queueName, queueLanes),
-		lanes:               queueLanes,
+		workqueue:           workqueue,
 		memory:              newMemory(),
 		recorder:            recorder,
 		clock:               clock.RealClock{},
-		pool:                cc.pool,
 		namespacesSynced:    func() bool { return true },
 	}
 	if cc.namespaces != nil {
@@ -152,25 +148,7 @@ func NewController(
 type ControllerOption func(*controllerConfig)
 
 type controllerConfig struct {
-	queueName  string
-	pool       *semaphore.Weighted
 	namespaces coreinformers.NamespaceInformer
-}
-
-// WithQueueName names the workqueue, and so its metrics (default:
-// controllerName). Each slot of a sharded replica has its own queue.
-func WithQueueName(name string) ControllerOption {
-	return func(c *controllerConfig) { c.queueName = name }
-}
-
-// WithWorkerPool makes every sync hold one of pool's tokens (default: no
-// pool, the workers Run starts are the limit). A sharded replica runs a
-// controller per slot, each with -workers workers, over one pool of
-// -workers tokens: the replica never syncs more than -workers Foos at
-// once, and a slot with work gets every token the others leave. The
-// pool's waiters are served in order, so busy slots share it evenly.
-func WithWorkerPool(pool *semaphore.Weighted) ControllerOption {
-	return func(c *controllerConfig) { c.pool = pool }
 }
 
 // WithNamespaces gives the controller an informer of the namespaces its
@@ -267,12 +245,6 @@ func (c *Controller) processNextWorkItem(ctx, syncCtx context.Context) bool {
 		// Shutting down: leave the key; a new process's initial list will
 		// sync it again.
 		return false
-	}
-	if c.pool != nil {
-		if c.pool.Acquire(ctx, 1) != nil {
-			return false // shutting down while waiting, as above
-		}
-		defer c.pool.Release(1)
 	}
 	start := time.Now()
 	res, err := c.syncSafely(syncCtx, key)

@@ -37,6 +37,7 @@ import (
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/plan"
+	"example.com/foo-controller/pkg/shard"
 )
 
 func TestSyncTransientErrors(t *testing.T) {
@@ -584,7 +585,7 @@ func TestWorkerPoolSharedBySlots(t *testing.T) {
 			foosOf[slot] = append(foosOf[slot], foo)
 		}
 		c := f.newController(ctx)
-		c.pool = pool
+		c.workqueue.TypedRateLimitingInterface = shard.Pooled(ctx, c.workqueue.TypedRateLimitingInterface, pool)
 		// Every sync holds its token in the Deployment apply until the
 		// test lets one go: an API server of the test's, since the fake
 		// clientset runs one request at a time.

@@ -92,7 +92,8 @@ func (c *Controller) addFoo(obj any, expedite bool) {
 		return
 	}
 	if expedite {
-		c.lanes.Expedite(key)
+		c.workqueue.addExpedited(key)
+		return
 	}
 	c.workqueue.Add(key)
 }
@@ -119,9 +120,7 @@ func (c *Controller) handleDeployment(obj any) {
 		if err == nil && foo != nil && foo.UID == ref.UID {
 			// Its Deployment exists and changed: report or repair before
 			// starting on Foos that have no Deployment yet.
-			key := cache.MetaObjectToName(foo)
-			c.lanes.Expedite(key)
-			c.workqueue.Add(key)
+			c.workqueue.addExpedited(cache.MetaObjectToName(foo))
 		}
 	}
 	foos, err := c.foos.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)

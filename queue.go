@@ -10,7 +10,20 @@ import (
 	"example.com/foo-controller/pkg/metrics"
 )
 
-// newQueue builds the workqueue over storage (the two lanes). client-go has
+// queue is the workqueue, with a fast lane (pkg/lanes) for keys that
+// addExpedited adds.
+type queue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	lanes *lanes.Queue[cache.ObjectName]
+}
+
+// addExpedited adds key ahead of the keys waiting for a first sync.
+func (q queue) addExpedited(key cache.ObjectName) {
+	q.lanes.Expedite(key)
+	q.Add(key)
+}
+
+// newQueue builds the named workqueue over two lanes. client-go has
 // no constructor that takes both a rate limiter and the storage beneath the
 // queue, so each of the three layers — rate limiting, delaying, the FIFO
 // itself — is built with its own config, all with the same name, which
@@ -22,15 +35,16 @@ import (
 // of 100 (client-go's default controller rate limiter), but never later
 // than failedRetryMax. A sync that is done resets the key's backoff. A new
 // event or a resync adds the key at once, whatever its backoff.
-func newQueue(name string, storage *lanes.Queue[cache.ObjectName]) workqueue.TypedRateLimitingInterface[cache.ObjectName] {
+func newQueue(name string) queue {
+	storage := lanes.New[cache.ObjectName]()
 	fifo := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
 		Name: name, Queue: storage, MetricsProvider: metrics.QueueMetrics,
 	})
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
 		Name: name, Queue: fifo, MetricsProvider: metrics.QueueMetrics,
 	})
-	return workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying, MetricsProvider: metrics.QueueMetrics})
+	return queue{workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, DelayingQueue: delaying, MetricsProvider: metrics.QueueMetrics}), storage}
 }
 
 // failedRetryMax is the longest a Foo whose sync failed waits for its

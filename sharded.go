@@ -48,7 +48,7 @@ func runSharded(ctx context.Context, o options, member *shard.Member, cs *client
 	r := &slotRunner{o: o, cs: cs, recorder: recorder, namespaces: namespaces, controllers: map[int]*Controller{},
 		// One pool of -workers for every slot this replica holds: -workers
 		// means what it means for one leader, and a slot with work gets
-		// the workers the others leave (see WithWorkerPool).
+		// the workers the others leave (see shard.Pooled).
 		pool: semaphore.NewWeighted(int64(o.workers))}
 	readiness := func() error { return r.ready(member) }
 	ready.Store(&readiness)
@@ -100,8 +100,11 @@ func (r *slotRunner) run(ctx context.Context, s shard.Slot) error {
 		return err
 	}
 	defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
-	c, err := NewController(ctx, r.cs.kube, r.cs.foo, inf.Deployments, inf.Foos, r.recorder,
-		WithQueueName(queueName), WithWorkerPool(r.pool), WithNamespaces(r.namespaces))
+	// The slot's queue, named for it, holds one of the replica's pool of
+	// tokens for each key it hands out (shard.Pooled).
+	q := newQueue(queueName)
+	q.TypedRateLimitingInterface = shard.Pooled(ctx, q.TypedRateLimitingInterface, r.pool)
+	c, err := newController(ctx, r.cs.kube, r.cs.foo, inf.Deployments, inf.Foos, r.recorder, q, WithNamespaces(r.namespaces))
 	if err != nil {
 		return err
 	}
