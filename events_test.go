@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/changeevents"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -40,19 +41,19 @@ func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
 	}
 
 	// The first change is told at once.
-	c.tellChanged(edited(2), c.memory.of(edited(2)), plan.NewDeploymentView(dep), 1, 2, nil)
+	c.tellChanged(edited(2), c.memory.of(edited(2)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 1, To: 2})
 	flush(edited(2), false)
 	assertEvents(t, drainEvents(f.recorder), "Normal Scaled Scaled Deployment a-deploy from 1 to 2 replicas")
 
 	// More within the interval: held, the sync asked to come back.
 	f.clock.Step(500 * time.Millisecond)
-	c.tellChanged(edited(3), c.memory.of(edited(3)), plan.NewDeploymentView(dep), 2, 3, nil)
+	c.tellChanged(edited(3), c.memory.of(edited(3)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 2, To: 3})
 	flush(edited(3), true)
 	f.clock.Step(500 * time.Millisecond)
-	c.tellChanged(edited(4), c.memory.of(edited(4)), plan.NewDeploymentView(dep), 3, 4, nil)
-	c.tellChanged(edited(5), c.memory.of(edited(5)), plan.NewDeploymentView(dep), 0, 0, []string{"image"})
-	c.tellChanged(edited(6), c.memory.of(edited(6)), plan.NewDeploymentView(dep), 4, 1, nil)
-	c.tellChanged(edited(7), c.memory.of(edited(7)), plan.NewDeploymentView(dep), 0, 0, []string{"containerPort"})
+	c.tellChanged(edited(4), c.memory.of(edited(4)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 3, To: 4})
+	c.tellChanged(edited(5), c.memory.of(edited(5)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, Fields: []string{"image"}})
+	c.tellChanged(edited(6), c.memory.of(edited(6)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 4, To: 1})
+	c.tellChanged(edited(7), c.memory.of(edited(7)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, Fields: []string{"containerPort"}})
 	flush(edited(7), true)
 	assertEvents(t, drainEvents(f.recorder))
 
@@ -68,9 +69,9 @@ func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
 	// Someone else's change put back (the Foo's status caught up): told at
 	// once, each time, and after what was held, so the newest is the last.
 	f.clock.Step(100 * time.Millisecond)
-	c.tellChanged(edited(8), c.memory.of(edited(8)), plan.NewDeploymentView(dep), 1, 3, nil) // held: within the interval
-	c.tellChanged(caughtUp, c.memory.of(caughtUp), plan.NewDeploymentView(dep), 9, 3, nil)
-	c.tellChanged(caughtUp, c.memory.of(caughtUp), plan.NewDeploymentView(dep), 0, 0, []string{"image"})
+	c.tellChanged(edited(8), c.memory.of(edited(8)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 1, To: 3}) // held: within the interval
+	c.tellChanged(caughtUp, c.memory.of(caughtUp), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 9, To: 3})
+	c.tellChanged(caughtUp, c.memory.of(caughtUp), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, Fields: []string{"image"}})
 	flush(caughtUp, false)
 	assertEvents(t, drainEvents(f.recorder),
 		"Normal Scaled Scaled Deployment a-deploy from 1 to 3 replicas",
@@ -78,7 +79,7 @@ func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
 		"Normal Updated Updated Deployment a-deploy: [image]")
 
 	// A Foo created again under the name does not tell its predecessor's.
-	c.tellChanged(edited(9), c.memory.of(edited(9)), plan.NewDeploymentView(dep), 1, 3, nil)
+	c.tellChanged(edited(9), c.memory.of(edited(9)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 1, To: 3})
 	successor := edited(2)
 	successor.UID = "a-successor"
 	flush(successor, false)
@@ -86,8 +87,8 @@ func TestChangeEventsFollowingEditsArePaced(t *testing.T) {
 
 	// At shutdown, what is held is told.
 	f.clock.Step(100 * time.Millisecond)
-	c.tellChanged(edited(10), c.memory.of(edited(10)), plan.NewDeploymentView(dep), 3, 5, nil)
-	c.tellChanged(edited(11), c.memory.of(edited(11)), plan.NewDeploymentView(dep), 5, 6, nil)
+	c.tellChanged(edited(10), c.memory.of(edited(10)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 3, To: 5})
+	c.tellChanged(edited(11), c.memory.of(edited(11)), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 5, To: 6})
 	c.flushAllChanges()
 	assertEvents(t, drainEvents(f.recorder), "Normal Scaled Scaled Deployment a-deploy from 3 to 6 replicas, through 2 scales in 0s")
 }
@@ -102,7 +103,7 @@ func TestNoEventsInANamespaceBeingDeleted(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: testNS, DeletionTimestamp: ptr.To(metav1.NewTime(fixedNow))}})
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	c.tellChanged(foo, c.memory.of(foo), plan.NewDeploymentView(dep), 7, 1, nil)
+	c.tellChanged(foo, c.memory.of(foo), plan.NewDeploymentView(dep), changeevents.Change{Object: dep.Name, From: 7, To: 1})
 	c.event(foo, plan.NewDeploymentView(dep), corev1.EventTypeWarning, "Test", "Test", "a warning")
 	assertEvents(t, drainEvents(f.recorder))
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/changeevents"
 	"example.com/foo-controller/pkg/corrections"
 	"example.com/foo-controller/pkg/pacer"
 )
@@ -33,18 +34,16 @@ type record struct {
 	// statusPace spaces out status writes that only report progress
 	// (status.go).
 	statusPace pacer.Pacer
-	// eventPace spaces out the Scaled and Updated Events that follow edits
-	// of the Foo; held are those waiting (events.go).
-	eventPace pacer.Pacer
-	held      *heldChanges
+	// changes are the Scaled and Updated Events held back (events.go).
+	changes changeevents.Held
 	// fight limits how often the Deployment is put back while someone else
 	// keeps changing it (pkg/corrections).
 	fight corrections.Fight
 	// pruned is the spec for which pruneDeployments last finished.
 	pruned prunedSpec
 	// overridden is what the API server made of our last correction when
-	// it did not keep it (overridden.go).
-	overridden *overridden
+	// it did not keep it (corrections.go).
+	overridden corrections.Overridden
 	// applyFailures counts the syncs in a row whose apply failed with an
 	// answer that may lift by itself (persists).
 	applyFailures int
@@ -82,17 +81,12 @@ func (m *memory) len() int {
 	return len(m.records)
 }
 
-// heldEvents takes every record's held Events, for the last flush at
-// shutdown, once no worker runs.
-func (m *memory) heldEvents() []*heldChanges {
+// each calls fn with every record, for the last flush at shutdown, once
+// no worker runs.
+func (m *memory) each(fn func(*record)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var all []*heldChanges
 	for _, r := range m.records {
-		if r.held != nil {
-			all = append(all, r.held)
-			r.held = nil
-		}
+		fn(r)
 	}
-	return all
 }

@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1apply "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/changeevents"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -93,7 +95,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 // lookAgain is the sync's one decision about when to come back, the
 // soonest of what waits for a known time: a status write the pacer held
 // back (res), a Deployment the informer has not seen yet (caches.go), a
-// correction the API server did not keep (overridden.go), Events held back
+// correction the API server did not keep (corrections.go), Events held back
 // (events.go). Nothing waiting: done, until a watched change.
 func (c *Controller) lookAgain(foo *samplev1beta1.Foo, rec *record, dep *plan.DeploymentView, res syncResult) syncResult {
 	return res.soonest(c.recheckUnseen(dep)).soonest(c.retryOverridden(rec)).soonest(c.flushChanges(foo, rec, dep))
@@ -103,8 +105,6 @@ func (c *Controller) lookAgain(foo *samplev1beta1.Foo, rec *record, dep *plan.De
 // something or a condition begins, never once per sync.
 const (
 	reasonCreated = "Created"
-	reasonScaled  = "Scaled"
-	reasonUpdated = "Updated"
 	reasonAdopted = "Adopted"
 	reasonPruned  = "Pruned"
 	// reasonContested (a Warning) says that something else keeps changing
@@ -150,10 +150,10 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo,
 
 	drift := plan.Drift(foo, dep)
 	if len(drift) == 0 {
-		rec.overridden = nil // nothing overridden any more: no retry to come back for
+		rec.overridden.Clear() // nothing overridden any more: no retry to come back for
 		return plan.Observation{Deployment: dep}, syncResult{}, nil
 	}
-	if c.keptOverridden(ctx, foo, rec, dep, drift) { // overridden.go
+	if c.keptOverridden(ctx, foo, rec, dep, drift) { // corrections.go
 		// The API server rewrote our last correction, and nobody changed
 		// anything since: correcting it again would only be rewritten
 		// again, and our own write's event would bring us back, forever.
@@ -188,7 +188,7 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1beta1.F
 	if fight.Wait > 0 {
 		return plan.Observation{}, requeueAfter(fight.Wait), nil
 	}
-	updated, wrote, err := c.putBack(ctx, foo, dep) // putback.go
+	updated, wrote, err := c.putBack(ctx, foo, dep)
 	if wrote {
 		c.correctionMade(foo, rec)
 	}
@@ -217,9 +217,9 @@ func (c *Controller) correctDeployment(ctx context.Context, foo *samplev1beta1.F
 		c.event(foo, updated, corev1.EventTypeNormal, reasonAdopted, "AdoptDeployment",
 			"Adopted Deployment %s again after its owner reference was removed", updated.Name)
 	case len(drift) == 1 && drift[0] == "replicas":
-		c.tellChanged(foo, rec, updated, replicasOf(dep), plan.Replicas(foo), nil)
+		c.tellChanged(foo, rec, updated, changeevents.Change{Object: updated.Name, From: replicasOf(dep), To: plan.Replicas(foo)})
 	default:
-		c.tellChanged(foo, rec, updated, 0, 0, drift)
+		c.tellChanged(foo, rec, updated, changeevents.Change{Object: updated.Name, Fields: drift})
 	}
 	return plan.Observation{Deployment: updated, Overridden: still}, syncResult{}, nil
 }
@@ -242,6 +242,27 @@ func (c *Controller) apply(ctx context.Context, foo *samplev1beta1.Foo, desired 
 	view := plan.NewDeploymentView(dep)
 	c.deployments.Mutation(view)
 	return view, nil
+}
+
+// putBack applies foo's Deployment over dep, which has drifted, and also
+// removes the list entries another writer left that an apply cannot
+// (plan.PutBack says how).
+func (c *Controller) putBack(ctx context.Context, foo *samplev1beta1.Foo, dep *plan.DeploymentView) (*plan.DeploymentView, bool, error) {
+	return plan.PutBack(klog.FromContext(ctx), foo, dep, plan.DeploymentWrites{
+		Apply: func(desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
+			return c.apply(ctx, foo, desired)
+		},
+		JSONPatch: func(name string, patch []byte) (*plan.DeploymentView, error) {
+			patched, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Patch(ctx, name, types.JSONPatchType, patch,
+				metav1.PatchOptions{FieldManager: controllerName})
+			if err != nil {
+				return nil, err
+			}
+			view := plan.NewDeploymentView(patched)
+			c.deployments.Mutation(view)
+			return view, nil
+		},
+	})
 }
 
 // pruneDeployments deletes the Deployments foo controls under a name it no

@@ -54,3 +54,45 @@ func (c *Controller) reserveCorrection(ctx context.Context, foo *samplev1beta1.F
 func (c *Controller) correctionMade(foo *samplev1beta1.Foo, rec *record) {
 	correctionLimit.Made(&rec.fight, foo.Generation, c.clock.Now())
 }
+
+// overriddenRetry is how long a correction the API server did not keep
+// is left alone (corrections.Overridden). Then it is tried once more (the
+// sync asks to come back then: retryOverridden): if the policy that
+// rewrote it is gone, the Deployment gets our fields back without anyone
+// touching the Foo; if not, that is one more correction per Foo per period
+// (one write, or three for a rewritten port: see putBack), with no
+// rollout.
+const overriddenRetry = 10 * time.Minute
+
+// keptOverridden reports whether dep is what the API server made of our
+// last correction, for this spec, with nothing we own changed since: then
+// it is left as it is.
+func (c *Controller) keptOverridden(ctx context.Context, foo *samplev1beta1.Foo, rec *record, dep *plan.DeploymentView, drift []string) bool {
+	if !rec.overridden.Kept(foo.Generation, plan.OwnedValues(foo, dep), c.clock.Now(), overriddenRetry) {
+		return false
+	}
+	klog.FromContext(ctx).V(4).Info("Deployment is as the API server keeps it; not correcting it again", "deployment", klog.KObj(dep), "drift", drift)
+	return true
+}
+
+// noteOverridden remembers, after a write of ours, the fields the API
+// server did not keep, and returns them; a write it kept whole clears what
+// was remembered.
+func (c *Controller) noteOverridden(ctx context.Context, foo *samplev1beta1.Foo, rec *record, written *plan.DeploymentView) []string {
+	still := plan.Drift(foo, written)
+	if len(still) == 0 {
+		rec.overridden.Clear()
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("The API server did not keep some of our fields; a mutating webhook may override them",
+		"deployment", klog.KObj(written), "fields", still)
+	rec.overridden.Note(foo.Generation, plan.OwnedValues(foo, written), c.clock.Now())
+	return still
+}
+
+// retryOverridden asks to sync again when a correction the API server did
+// not keep is due to be tried once more: without it, that retry would
+// wait for a resync, and never come with -resync-period=0.
+func (c *Controller) retryOverridden(rec *record) syncResult {
+	return requeueAfter(rec.overridden.RetryIn(c.clock.Now(), overriddenRetry, time.Second))
+}
