@@ -4,6 +4,9 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/listers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -24,16 +27,47 @@ const (
 	mutationCacheSize = 2048
 )
 
-// newMutationCache puts our own writes in front of the informer's store (see
-// Controller.deployments). With includeAdds, an object we created is seen
-// before the informer has it.
-func newMutationCache(logger klog.Logger, informer cache.Indexer, includeAdds bool) cache.MutationCache {
-	return cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informer, cache.MutationCacheOptions{
-		Indexer: informer,
+// lister reads one kind of object from an informer's store, typed (a
+// lister of client-go's generic listers, which serve a type of our own as
+// well as the built-in ones), with the objects our own writes returned in
+// front: a MutationCache. An informer learns of our write only when its
+// watch event arrives; a sync that ran in between would otherwise act on
+// the old object again (a second create, a second status write, a second
+// Event). A cached object newer than our copy always wins, and a copy
+// expires after mutationCacheTTL. Mutation remembers a write.
+type lister[T runtime.Object] struct {
+	listers.ResourceIndexer[T] // Get and List, our writes in front for Get
+	cache.MutationCache        // Mutation, and ByIndex with our writes
+	// informed is the informer's store alone, without our writes: to tell
+	// an object the informer has seen from one we know only from our own
+	// write (see recheckUnseen), and for its indexes (see needPrune).
+	informed cache.Indexer
+}
+
+// newLister is a lister over informed. With includeAdds, an object we
+// created is seen before the informer has it.
+func newLister[T runtime.Object](logger klog.Logger, informed cache.Indexer, resource schema.GroupResource, includeAdds bool) lister[T] {
+	writes := cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informed, cache.MutationCacheOptions{
+		Indexer: informed,
 		TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
 		IncludeAdds: includeAdds,
 	})
+	return lister[T]{ResourceIndexer: listers.New[T](writesFirst{informed, writes}, resource), MutationCache: writes, informed: informed}
 }
+
+// In is the lister of one namespace.
+func (l lister[T]) In(namespace string) listers.ResourceIndexer[T] {
+	return listers.NewNamespaced(l.ResourceIndexer, namespace)
+}
+
+// writesFirst is an informer's store whose lookups by key go through the
+// MutationCache in front of it.
+type writesFirst struct {
+	cache.Indexer
+	writes cache.MutationCache
+}
+
+func (w writesFirst) GetByKey(key string) (any, bool, error) { return w.writes.GetByKey(key) }
 
 // unseenRecheckAfter is when to look again at a Deployment known only from
 // our own write: just after that copy expires from the MutationCache.
@@ -51,30 +85,10 @@ func (c *Controller) recheckUnseen(dep *plan.DeploymentView) syncResult {
 	if dep == nil {
 		return syncResult{}
 	}
-	if _, seen, err := c.informedDeployments.GetByKey(cache.MetaObjectToName(dep).String()); seen || err != nil {
+	if _, seen, err := c.deploymentsLister.informed.GetByKey(cache.MetaObjectToName(dep).String()); seen || err != nil {
 		return syncResult{}
 	}
 	return requeueAfter(unseenRecheckAfter)
-}
-
-// getFoo returns the cached Foo (nil if there is none). The object is
-// shared with the cache: never modify it.
-func (c *Controller) getFoo(key cache.ObjectName) (*samplev1beta1.Foo, error) {
-	obj, exists, err := c.foos.GetByKey(key.String())
-	if err != nil || !exists {
-		return nil, err
-	}
-	return obj.(*samplev1beta1.Foo), nil
-}
-
-// getDeployment returns the cached Deployment (nil if there is none). The
-// object is shared with the cache: never modify it.
-func (c *Controller) getDeployment(namespace, name string) (*plan.DeploymentView, error) {
-	obj, exists, err := c.deployments.GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
-	if err != nil || !exists {
-		return nil, err
-	}
-	return obj.(*plan.DeploymentView), nil
 }
 
 // trimmedFoo drops from a write's response what the Foo cache never keeps
@@ -124,7 +138,7 @@ func (c *Controller) needPrune(foo *samplev1beta1.Foo, rec *record) bool {
 // controls under a name other than the one it declares, and not already
 // being deleted.
 func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
-	keys, err := c.informedDeployments.IndexKeys(deploymentByFooUID, string(foo.UID))
+	keys, err := c.deploymentsLister.informed.IndexKeys(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return true // look the slow way
 	}
@@ -133,7 +147,7 @@ func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
 		if k == current {
 			return false
 		}
-		obj, exists, err := c.informedDeployments.GetByKey(k)
+		obj, exists, err := c.deploymentsLister.informed.GetByKey(k)
 		return err != nil || (exists && obj.(*plan.DeploymentView).DeletionTimestamp == nil)
 	})
 }

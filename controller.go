@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -19,10 +20,12 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // controllerName names the workqueue (and so its metrics), the field
@@ -44,22 +47,13 @@ type Controller struct {
 	kubeclientset kubernetes.Interface
 	fooclientset  clientset.Interface
 
-	// The caches the controller reads: the informers' stores seen through a
-	// MutationCache that also holds the objects our own writes returned.
-	// An informer learns of our write only when its watch event arrives; a
-	// sync that ran in between would otherwise act on the old object again
-	// (a second create, a second status write, a second Event). A cached
-	// object newer than our copy always wins, and a copy expires after
-	// mutationCacheTTL.
-	deployments       cache.MutationCache
+	// The caches the controller reads, each a typed lister with the
+	// objects our own writes returned in front (caches.go), and whether
+	// the informer behind it has synced.
+	deploymentsLister lister[*plan.DeploymentView]
 	deploymentsSynced cache.InformerSynced
-	// informedDeployments is the informer's store alone, without our
-	// writes: to tell a Deployment the informer has seen from one we know
-	// only from our own write (see recheckUnseen), and for its index of
-	// Deployments by controlling Foo (see pruneDeployments).
-	informedDeployments cache.Indexer
-	foos                cache.MutationCache
-	foosSynced          cache.InformerSynced
+	foosLister        lister[*samplev1beta1.Foo]
+	foosSynced        cache.InformerSynced
 	// namespaces, when set (WithNamespaces), tells which namespaces are
 	// being deleted: nothing is reported to the Foos in one (see
 	// namespaceGoing).
@@ -109,8 +103,9 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 
 	// Every read of the Deployment cache expects what cachetrim keeps of a
 	// Deployment (a plan.DeploymentView), so the transform is set here
-	// rather than left to each caller's informer factory. The informer's
-	// generated Lister() expects *appsv1.Deployment: it must not be used.
+	// rather than left to each caller's informer factory; the informer's
+	// generated Lister() would expect *appsv1.Deployment, so the lister is
+	// ours (newLister).
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}
@@ -122,16 +117,15 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 		fooclientset:  fooclientset,
 		// We create Deployments: a created one must be visible before the
 		// informer sees it, or the next sync creates it again.
-		deployments:         newMutationCache(logger, deploymentInformer.Informer().GetIndexer(), true),
-		deploymentsSynced:   deploymentInformer.Informer().HasSynced,
-		informedDeployments: deploymentInformer.Informer().GetIndexer(),
-		foos:                newMutationCache(logger, fooInformer.Informer().GetIndexer(), false),
-		foosSynced:          fooInformer.Informer().HasSynced,
-		workqueue:           workqueue,
-		memory:              newMemory(),
-		recorder:            recorder,
-		clock:               clock.RealClock{},
-		namespacesSynced:    func() bool { return true },
+		deploymentsLister: newLister[*plan.DeploymentView](logger, deploymentInformer.Informer().GetIndexer(), appsv1.Resource("deployments"), true),
+		deploymentsSynced: deploymentInformer.Informer().HasSynced,
+		foosLister:        newLister[*samplev1beta1.Foo](logger, fooInformer.Informer().GetIndexer(), samplev1beta1.Resource("foos"), false),
+		foosSynced:        fooInformer.Informer().HasSynced,
+		workqueue:         workqueue,
+		memory:            newMemory(),
+		recorder:          recorder,
+		clock:             clock.RealClock{},
+		namespacesSynced:  func() bool { return true },
 	}
 	if cc.namespaces != nil {
 		c.namespaces, c.namespacesSynced = cc.namespaces.Lister(), cc.namespaces.Informer().HasSynced

@@ -241,7 +241,7 @@ func TestHasSyncedOnlyOnceBothCachesAre(t *testing.T) {
 // TestDeploymentsAreCachedAsViews: NewController sets the Deployment
 // informer's transform itself, on an informer built without one, so that
 // the cache holds plan.DeploymentView, which every read of it expects
-// (getDeployment; the handlers, TestHandlersEnqueueTheRightFoos).
+// (deploymentsLister; the handlers, TestHandlersEnqueueTheRightFoos).
 func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	foo := newFoo("a", 1)
@@ -270,9 +270,9 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	if _, ok := objs[0].(*plan.DeploymentView); !ok {
 		t.Fatalf("the cache holds a %T, want *plan.DeploymentView", objs[0])
 	}
-	dep, err := c.getDeployment(testNS, foo.Spec.Deployment.Name)
+	dep, err := c.deploymentsLister.In(testNS).Get(foo.Spec.Deployment.Name)
 	if err != nil || dep == nil || dep.UID != ownedDeployment(foo).UID {
-		t.Errorf("getDeployment: %+v, %v", dep, err)
+		t.Errorf("deploymentsLister: %+v, %v", dep, err)
 	}
 	// The handlers are called after the caches sync, not before
 	// WaitForCacheSync returns; nothing failed on the way. Both the Foo's

@@ -31,7 +31,7 @@ func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1beta1.Foo) 
 	if err != nil {
 		return nil, fmt.Errorf("updating finalizers: %w", err)
 	}
-	c.foos.Mutation(trimmedFoo(updated))
+	c.foosLister.Mutation(trimmedFoo(updated))
 	klog.FromContext(ctx).V(2).Info("Updated finalizers", "finalizers", updated.Finalizers)
 	return updated, nil
 }
@@ -90,7 +90,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1beta1.F
 	for i := range list.Items {
 		deps[list.Items[i].Name] = plan.NewDeploymentView(&list.Items[i])
 	}
-	cached, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
+	cached, err := c.deploymentsLister.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1beta1.F
 		if err != nil {
 			return fmt.Errorf("removing owner reference from Deployment %s: %w", dep.Name, err)
 		}
-		c.deployments.Mutation(plan.NewDeploymentView(patched))
+		c.deploymentsLister.Mutation(plan.NewDeploymentView(patched))
 		klog.FromContext(ctx).V(2).Info("Orphaned Deployment", "deployment", klog.KObj(dep))
 		c.event(foo, dep, corev1.EventTypeNormal, reasonOrphaned, "OrphanDeployment",
 			"Removed owner reference from Deployment %s (deletionPolicy Orphan); it is kept", dep.Name)

@@ -116,14 +116,14 @@ func (c *Controller) handleDeployment(obj any) {
 		}
 	}
 	if ref := plan.ControllerFoo(dep); ref != nil {
-		foo, err := c.getFoo(cache.ObjectName{Namespace: dep.Namespace, Name: ref.Name})
-		if err == nil && foo != nil && foo.UID == ref.UID {
+		foo, err := c.foosLister.In(dep.Namespace).Get(ref.Name)
+		if err == nil && foo.UID == ref.UID {
 			// Its Deployment exists and changed: report or repair before
 			// starting on Foos that have no Deployment yet.
 			c.workqueue.addExpedited(cache.MetaObjectToName(foo))
 		}
 	}
-	foos, err := c.foos.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
+	foos, err := c.foosLister.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
@@ -157,7 +157,7 @@ func (c *Controller) handleDeploymentDelete(obj any) {
 	if dep, ok := obj.(*plan.DeploymentView); ok {
 		// So that our copy of a Deployment we wrote does not outlive the
 		// Deployment itself.
-		c.deployments.OnDelete(dep)
+		c.deploymentsLister.OnDelete(dep)
 	}
 	c.handleDeployment(obj)
 }

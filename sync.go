@@ -33,16 +33,17 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	start := c.clock.Now()
 	defer func() { logger.V(4).Info("Finished syncing Foo", "duration", c.clock.Since(start)) }()
 
-	foo, err := c.getFoo(key)
-	if err != nil {
-		return syncResult{}, err
-	}
-	if foo == nil {
+	// The Foo, from the cache: shared with it, never modified.
+	foo, err := c.foosLister.In(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
 		// Deleted. The garbage collector removes its Deployment (with the
 		// Orphan policy, finalize removed the owner reference first).
 		logger.V(4).Info("Foo no longer exists")
 		c.memory.forget(key)
 		return syncResult{}, nil
+	}
+	if err != nil {
+		return syncResult{}, err
 	}
 	rec := c.memory.of(foo) // what we remember of it between syncs (memory.go)
 
@@ -120,17 +121,17 @@ const (
 // about to be put back.
 func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo, rec *record) (obs plan.Observation, held syncResult, err error) {
 	logger := klog.FromContext(ctx)
-	dep, err := c.getDeployment(foo.Namespace, foo.Spec.Deployment.Name)
-	if err != nil {
-		return plan.Observation{}, syncResult{}, err
-	}
-	if dep == nil {
+	dep, err := c.deploymentsLister.In(foo.Namespace).Get(foo.Spec.Deployment.Name)
+	if apierrors.IsNotFound(err) {
 		if c.namespaceGoing(foo.Namespace) {
 			// The API server would refuse it (NamespaceTerminating).
 			logger.V(4).Info("Namespace is being deleted; not creating the Deployment")
 			return plan.Observation{}, syncResult{}, nil
 		}
 		return c.createDeployment(ctx, foo, rec)
+	}
+	if err != nil {
+		return plan.Observation{}, syncResult{}, err
 	}
 
 	ownership := plan.Classify(dep, foo)
@@ -232,7 +233,7 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1beta1.Foo
 }
 
 // apply server-side applies a Deployment of foo's, and remembers the
-// answer in front of the cache (see Controller.deployments).
+// answer in front of the cache (see lister).
 func (c *Controller) apply(ctx context.Context, foo *samplev1beta1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
 	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, desired,
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})
@@ -240,7 +241,7 @@ func (c *Controller) apply(ctx context.Context, foo *samplev1beta1.Foo, desired 
 		return nil, fmt.Errorf("applying Deployment %s: %w", foo.Spec.Deployment.Name, err)
 	}
 	view := plan.NewDeploymentView(dep)
-	c.deployments.Mutation(view)
+	c.deploymentsLister.Mutation(view) // read before the informer has it
 	return view, nil
 }
 
@@ -259,7 +260,7 @@ func (c *Controller) putBack(ctx context.Context, foo *samplev1beta1.Foo, dep *p
 				return nil, err
 			}
 			view := plan.NewDeploymentView(patched)
-			c.deployments.Mutation(view)
+			c.deploymentsLister.Mutation(view)
 			return view, nil
 		},
 	})
@@ -273,7 +274,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1beta1.Fo
 	if !c.needPrune(foo, rec) {
 		return nil
 	}
-	objs, err := c.deployments.ByIndex(deploymentByFooUID, string(foo.UID))
+	objs, err := c.deploymentsLister.ByIndex(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}

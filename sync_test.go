@@ -405,8 +405,8 @@ func TestSyncPrunesOnlyAfterASpecChange(t *testing.T) {
 	f := newFixture(t).withFoo(foo).withDeployment(old)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
-	counting := &countingCache{MutationCache: c.deployments}
-	c.deployments = counting
+	counting := &countingCache{MutationCache: c.deploymentsLister.MutationCache}
+	c.deploymentsLister.MutationCache = counting
 	for i := range 3 {
 		if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
 			t.Fatalf("sync %d: %v", i, err)
@@ -497,7 +497,7 @@ func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
 	// The MutationCache expires copies by the wall clock, not the fake one;
 	// a fresh cache over the same informer is what it holds after the TTL.
 	f.clock.Step(res.requeueAfter)
-	c.deployments = newMutationCache(logger, f.deploymentIndexer, true)
+	c.deploymentsLister = newLister[*plan.DeploymentView](logger, f.deploymentIndexer, appsv1.Resource("deployments"), true)
 	f.kubeclient.ClearActions()
 	drainEvents(f.recorder)
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
