@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +13,6 @@ import (
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/plan"
-	"example.com/foo-controller/pkg/trunc"
 )
 
 // reasonStatusRepaired (a Warning) says that the status apply could not
@@ -52,26 +49,12 @@ func (c *Controller) writeStatus(ctx context.Context, foo *samplev1beta1.Foo, wa
 	metrics.StatusRepairs.WithLabelValues("repaired").Inc()
 	klog.FromContext(ctx).Info("Removed status conditions that other field managers kept",
 		"conditions", repair.Removed, "owners", repair.Owners, "refusedApply", repair.Refused)
-	how := "the apply left them in place"
-	if repair.Refused != nil {
-		how = "the apply was refused as invalid"
-	}
-	owners := repair.Owners
-	if len(owners) > 3 {
-		owners = append(owners[:3:3], fmt.Sprintf("%d more", len(owners)-3))
-	}
-	named := strings.Join(owners, ", ")
-	if named == "" {
-		named = "none named"
-	}
 	// Regarding the Foo without its resourceVersion: the events API folds
 	// the same Event about the same object into one, with a count, so a
 	// client that keeps applying our conditions costs one Event, not one per
 	// repair. The note must stay within the API's 1024 bytes.
 	unversioned := &samplev1beta1.Foo{TypeMeta: foo.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: foo.Namespace, Name: foo.Name, UID: foo.UID}}
-	c.event(unversioned, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus", "%s",
-		trunc.Bytes(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
-			repair.Removed, how, named), maxEventNote))
+	c.event(unversioned, nil, corev1.EventTypeWarning, reasonStatusRepaired, "WriteStatus", "%s", repair.Note(maxEventNote))
 	return updated, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	applyv1beta1 "example.com/foo-controller/pkg/generated/applyconfiguration/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/trunc"
 )
 
 // A server-side apply removes a field only when no other field manager owns
@@ -50,6 +52,26 @@ type StatusRepair struct {
 	// Owners are the other field managers that owned fields of them
 	// (StaleConditionOwners).
 	Owners []string
+}
+
+// Note is the Warning Event that tells the user of the repair: the
+// conditions removed, why the apply could not, the owners named (at most
+// three, then a count), within maxBytes (the events API takes 1024).
+func (r StatusRepair) Note(maxBytes int) string {
+	how := "the apply left them in place"
+	if r.Refused != nil {
+		how = "the apply was refused as invalid"
+	}
+	owners := r.Owners
+	if len(owners) > 3 {
+		owners = append(owners[:3:3], fmt.Sprintf("%d more", len(owners)-3))
+	}
+	named := strings.Join(owners, ", ")
+	if named == "" {
+		named = "none named"
+	}
+	return trunc.Bytes(fmt.Sprintf("Removed conditions %v that other field managers kept (%s; owners: %s): a client cleared the managed fields, the API server dropped them (an update while the conversion webhook was down), or another client applies them; see docs/troubleshooting.md",
+		r.Removed, how, named), maxBytes)
 }
 
 // WriteStatus makes want foo's status, and returns the Foo as the API
