@@ -11,30 +11,6 @@ import (
 	"example.com/foo-controller/pkg/plan"
 )
 
-const (
-	// fooByDeploymentName indexes Foos by "namespace/spec.deployment.name", so
-	// an event on any Deployment — including one we do not own — finds the
-	// Foos that want that name. That is how a Foo blocked by a foreign
-	// Deployment is retried the moment that Deployment goes away, without
-	// polling.
-	fooByDeploymentName = "fooByDeploymentName"
-	// deploymentByFooUID indexes Deployments by the UID of the Foo that
-	// controls them, so a Foo finds all its Deployments (the current one and
-	// any left from an old spec.deployment.name) without a List call.
-	deploymentByFooUID = "deploymentByFooUID"
-)
-
-// addIndexers registers the indexes above with the informers.
-func addIndexers(deploymentInformer, fooInformer cache.SharedIndexInformer) error {
-	if err := fooInformer.AddIndexers(cache.Indexers{fooByDeploymentName: indexFooByDeploymentName}); err != nil {
-		return fmt.Errorf("adding Foo index: %w", err)
-	}
-	if err := deploymentInformer.AddIndexers(cache.Indexers{deploymentByFooUID: indexDeploymentByFooUID}); err != nil {
-		return fmt.Errorf("adding Deployment index: %w", err)
-	}
-	return nil
-}
-
 // addEventHandlers turns every change the informers see into the keys of
 // the Foos it concerns. The handlers only enqueue: the queue remains the
 // only place where work is decided.
@@ -160,25 +136,6 @@ func (c *Controller) handleDeploymentDelete(obj any) {
 		c.deploymentsLister.OnDelete(dep)
 	}
 	c.handleDeployment(obj)
-}
-
-func indexFooByDeploymentName(obj any) ([]string, error) {
-	foo, ok := obj.(*samplev1beta1.Foo)
-	if !ok || foo.Spec.Deployment.Name == "" {
-		return nil, nil
-	}
-	return []string{foo.Namespace + "/" + foo.Spec.Deployment.Name}, nil
-}
-
-func indexDeploymentByFooUID(obj any) ([]string, error) {
-	dep, ok := obj.(*plan.DeploymentView)
-	if !ok {
-		return nil, nil
-	}
-	if ref := plan.ControllerFoo(dep); ref != nil {
-		return []string{string(ref.UID)}, nil
-	}
-	return nil, nil
 }
 
 func equalControllerRef(a, b *plan.DeploymentView) bool {
