@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"example.com/foo-controller/internal/proptest"
 	"example.com/foo-controller/pkg/plan"
-	"example.com/foo-controller/pkg/proptest"
 )
 
 // controllerFieldManager is the controller's field manager (controllerName

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"example.com/foo-controller/pkg/proptest"
+	"example.com/foo-controller/internal/proptest"
 )
 
 // FuzzDriftAgreesWithDesiredDeployment: the Deployment DesiredDeployment

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"example.com/foo-controller/internal/proptest"
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
-	"example.com/foo-controller/pkg/proptest"
 )
 
 // edits are what other writers (people, admission policies, the Deployment
