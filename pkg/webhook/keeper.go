@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"example.com/foo-controller/pkg/corrections"
 	"example.com/foo-controller/pkg/metrics"
 )
 
@@ -64,9 +65,9 @@ type Keeper struct {
 	Now func() time.Time
 
 	cert atomic.Pointer[served]
-	// writes are the times of this keeper's recent writes (mayWrite);
-	// warnedHost the CRD's webhook host last warned about (warnHost).
-	writes     []time.Time
+	// writes are this keeper's recent writes (mayWrite); warnedHost the
+	// CRD's webhook host last warned about (warnHost).
+	writes     corrections.Fight
 	warnedHost string
 }
 
@@ -79,12 +80,17 @@ type Keeper struct {
 const CABundleFromAnnotation = "samplecontroller.example.com/ca-bundle-from"
 
 // Bounds on this keeper's writes: more than writeBurst writes of the
-// Secret or the caBundle within writeWindow means a fight nothing here
-// foresaw; it holds off, with an error, instead of writing without end.
+// Secret or the caBundle within about writeWindow means a fight nothing
+// here foresaw; it holds off, with an error, instead of writing without
+// end. The limiter is the one that bounds the controller's corrections of
+// a Deployment (pkg/corrections): writeBurst at once, then one per
+// writeWindow/writeBurst.
 const (
 	writeBurst  = 10
 	writeWindow = 5 * time.Minute
 )
+
+var writeLimit = corrections.New(writeWindow/writeBurst, writeBurst)
 
 // served is the certificate handshakes get, with the PEM it was read from.
 type served struct {
@@ -258,16 +264,15 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 }
 
 // mayWrite records an attempt to write what, or refuses it when this
-// keeper has tried writeBurst times within writeWindow.
+// keeper has used up writeLimit's burst.
 func (k *Keeper) mayWrite(what string) error {
 	now := k.Now()
-	k.writes = slices.DeleteFunc(k.writes, func(t time.Time) bool { return now.Sub(t) > writeWindow })
-	if len(k.writes) >= writeBurst {
+	if writeLimit.Reserve(&k.writes, 0, now).Wait > 0 {
 		return fmt.Errorf("holding off writing %s: %d attempts to write the webhook certificate or the caBundle within %v; "+
 			"something else keeps changing them back: a GitOps tool or Helm re-applying the CRD with its own caBundle, a CA injector, or another tool writing the Secret %s",
-			what, len(k.writes), writeWindow, k.Secret)
+			what, writeBurst, writeWindow, k.Secret)
 	}
-	k.writes = append(k.writes, now)
+	writeLimit.Made(&k.writes, 0, now)
 	return nil
 }
 
