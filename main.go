@@ -35,6 +35,7 @@ import (
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/shard"
+	"example.com/foo-controller/pkg/startup"
 )
 
 func main() {
@@ -89,7 +90,7 @@ func signalContext(parent context.Context) context.Context {
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
-// the start-up checks in startup.go, leader election and sharding in ha.go
+// the start-up checks in pkg/startup, leader election and sharding in ha.go
 // and sharded.go, the conversion webhook in webhook.go.
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
@@ -132,7 +133,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err := serveMetrics(ctx, o, cfg); err != nil {
 		return err
 	}
-	if err := checkAPI(ctx, cs.config, o.namespace, apiStartupWait); err != nil {
+	if err := startup.CheckAPI(ctx, cs.config, o.namespace, startup.APIWait); err != nil {
 		return err
 	}
 	recorder, sender, err := startEvents(ctx, cs.events)
@@ -272,7 +273,7 @@ func startNamespaceInformer(ctx context.Context, o options, cs *clients) (corein
 // to take over; sharded, see shard.Ready), and the conversion webhook, if
 // served, has a certificate to serve. They are served before the
 // start-up checks, so that a liveness probe does not kill a process that
-// waits for the API server (checkAPI); /readyz fails until ready says why
+// waits for the API server (startup.CheckAPI); /readyz fails until ready says why
 // no more.
 func serveProbes(ctx context.Context, o options, election *leaderelection.HealthzAdaptor, member *shard.Member, ready *atomic.Pointer[func() error], webhookReady func() error) error {
 	health := metrics.Check{Name: "leader-election", Check: election.Check}
