@@ -29,6 +29,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
+	"example.com/foo-controller/pkg/buildinfo"
 	"example.com/foo-controller/pkg/cachetrim"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
@@ -48,7 +49,7 @@ func main() {
 		os.Exit(2)
 	}
 	if opts.printVersion {
-		fmt.Println(versionLine(readBuild()))
+		fmt.Println(buildinfo.Read().Line())
 		return
 	}
 
@@ -94,8 +95,8 @@ func signalContext(parent context.Context) context.Context {
 // and sharded.go, the conversion webhook in webhook.go.
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
-	b := readBuild()
-	metrics.Register(b.version, b.revision)
+	b := buildinfo.Read()
+	metrics.Register(b.Version, b.Revision)
 
 	identity := leader.Identity()
 	cfg, err := clientConfig(o, identity)
@@ -117,7 +118,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
+	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
