@@ -37,6 +37,7 @@ import (
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/shard"
 	"example.com/foo-controller/pkg/startup"
+	"example.com/foo-controller/pkg/webhook"
 )
 
 func main() {
@@ -92,7 +93,7 @@ func signalContext(parent context.Context) context.Context {
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
 // the start-up checks in pkg/startup, leader election and sharding in ha.go
-// and sharded.go, the conversion webhook in webhook.go.
+// and sharded.go, the conversion webhook in pkg/webhook.
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := buildinfo.Read()
@@ -122,7 +123,8 @@ func run(ctx context.Context, o options) (err error) {
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	webhookReady, stopWebhook, err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace)
+	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.webhookAddr,
+		Namespace: lc.LeaseNamespace, Secret: o.webhookSecret, Hosts: o.webhookHosts, InCluster: inCluster(o)})
 	if err != nil {
 		return err
 	}
