@@ -26,8 +26,10 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/buildinfo"
 	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/eventsink"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/leader"
@@ -89,8 +91,10 @@ func signalContext(parent context.Context) context.Context {
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
-// the start-up checks in pkg/startup, leader election and sharding in ha.go
-// and sharded.go, the conversion webhook in pkg/webhook.
+// leader election and sharding in ha.go and sharded.go; or in packages of
+// its own, one call each: the start-up checks (pkg/startup), the build's
+// version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
+// probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := buildinfo.Read()
@@ -136,11 +140,11 @@ func run(ctx context.Context, o options) (err error) {
 	if err := startup.CheckAPI(ctx, cs.config, o.namespace, startup.APIWait); err != nil {
 		return err
 	}
-	recorder, sender, err := startEvents(ctx, cs.events)
+	recorder, sender, err := eventsink.Start(ctx, cs.events, samplev1beta1.Install, controllerName)
 	if err != nil {
 		return err
 	}
-	defer func() { sender.stop(logger, errors.Is(err, leader.ErrLost)) }()
+	defer func() { sender.Stop(logger, errors.Is(err, leader.ErrLost)) }()
 	namespaces, err := startNamespaceInformer(ctx, o, cs)
 	if err != nil {
 		return err
@@ -166,7 +170,7 @@ func run(ctx context.Context, o options) (err error) {
 	stopInformers := start(ctx)
 	defer func() { stopInformers(errors.Is(err, leader.ErrLost)) }()
 	if o.leaderElect {
-		lc.OnLost = sender.drop
+		lc.OnLost = sender.Drop
 		return runLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
 			return controller.Run(ctx, o.workers)
 		})
