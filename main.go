@@ -91,7 +91,7 @@ func signalContext(parent context.Context) context.Context {
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
-// leader election and sharding in ha.go and sharded.go; or in packages of
+// leader election and sharding in ha.go (the shards' slots in pkg/shard); or in packages of
 // its own, one call each: the start-up checks (pkg/startup), the build's
 // version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
 // probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
@@ -279,11 +279,6 @@ func liveness(election *leaderelection.HealthzAdaptor, member *shard.Member) met
 		return metrics.Check{Name: "shard-member", Check: member.Healthz}
 	}
 	return metrics.Check{Name: "leader-election", Check: election.Check}
-}
-
-// countWatchErrors is metrics.CountWatchErrors, for sharded.go.
-func countWatchErrors(informers map[string]cache.SharedIndexInformer) error {
-	return metrics.CountWatchErrors(informers)
 }
 
 // informerStopWait bounds how long a graceful stop waits for the informers
