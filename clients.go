@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,15 +10,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 
-	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
-	"example.com/foo-controller/pkg/eventsink"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
@@ -120,51 +114,3 @@ func newClients(cfg *rest.Config, guard writeGuard) (*clients, error) {
 	}
 	return c, nil
 }
-
-// eventSender sends the recorder's Events from goroutines of its own,
-// behind the Events client's rate limiter.
-type eventSender struct {
-	broadcaster events.EventBroadcaster
-	sink        *eventsink.Tracked
-	cancel      context.CancelFunc
-}
-
-// startEvents returns the recorder the controller emits Events with. It
-// names Foos through a scheme of our own rather than by adding our types to
-// client-go's global scheme.
-func startEvents(ctx context.Context, client kubernetes.Interface) (events.EventRecorder, *eventSender, error) {
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), samplev1beta1.Install(scheme)); err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &eventSender{sink: &eventsink.Tracked{Sink: &events.EventSinkImpl{Interface: client.EventsV1()}}, cancel: cancel}
-	s.broadcaster = events.NewBroadcaster(s.sink)
-	if err := s.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("starting event recorder: %w", err)
-	}
-	if _, err := s.broadcaster.StartEventWatcher(s.sink.Arrived); err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("starting event recorder: %w", err)
-	}
-	return s.sink.Recorder(s.broadcaster.NewRecorder(scheme, controllerName)), s, nil
-}
-
-// stop gives the Events still queued a bounded time to go out at a
-// graceful stop, so that those of the last changes are not lost; after a
-// lost Lease it drops them: nothing more may be written.
-func (s *eventSender) stop(logger klog.Logger, lost bool) {
-	if !lost {
-		// Wait first: an Event that reaches the broadcaster after its
-		// Shutdown is dropped.
-		if !s.sink.Wait(5 * time.Second) {
-			logger.Info("Some Events were still being sent at exit and are dropped")
-		}
-		s.broadcaster.Shutdown()
-	}
-	s.cancel()
-}
-
-// drop sends nothing more, at once (leader.Config.OnLost).
-func (s *eventSender) drop() { s.cancel() }

@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
+	"golang.org/x/sync/semaphore"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 
 	"example.com/foo-controller/pkg/leader"
@@ -12,9 +16,9 @@ import (
 	"example.com/foo-controller/pkg/shard"
 )
 
-// High availability: replicas that stand by for one leader (this file), or
-// that share the work out by namespace (sharded.go). A single replica
-// needs neither; the controller itself is the same in every mode.
+// High availability: replicas that stand by for one leader, or that share
+// the work out by namespace. A single replica needs neither; the
+// controller itself is the same in every mode.
 
 // runLeaderElected runs the workers only while this process holds the
 // leader Lease. On a lost Lease, leader.Run cancels the syncs at once and
@@ -68,4 +72,24 @@ func newMember(o options, lc leader.Config, leaseClient kubernetes.Interface) (*
 		return nil, fmt.Errorf("joining the shard group: %w", err)
 	}
 	return m, nil
+}
+
+// runSharded runs this replica as a member of a shard group (-shard-slots):
+// for each slot it holds, the same Controller as a single leader runs, over
+// the slot's informers and a workqueue of its own, whose keys each hold
+// one of the replica's -workers tokens (pkg/shard, docs/sharding.md).
+func runSharded(ctx context.Context, o options, member *shard.Member, cs *clients,
+	recorder events.EventRecorder, namespaces coreinformers.NamespaceInformer, ready *atomic.Pointer[func() error]) error {
+	return shard.RunSlots(ctx, member, shard.SlotsConfig{
+		Name: controllerName, Kube: cs.kube, Foos: cs.foo, Namespace: o.namespace, Resync: o.resyncPeriod, Workers: o.workers,
+		NewController: func(ctx context.Context, inf shard.SlotInformers, queueName string, pool *semaphore.Weighted) (shard.SlotController, error) {
+			q := newQueue(queueName)
+			q.TypedRateLimitingInterface = shard.Pooled(ctx, q.TypedRateLimitingInterface, pool)
+			c, err := newController(ctx, cs.kube, cs.foo, inf.Deployments, inf.Foos, recorder, q, WithNamespaces(namespaces))
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	}, ready)
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -20,8 +19,6 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 
@@ -29,12 +26,17 @@ import (
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 
+	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/buildinfo"
 	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/eventsink"
 	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
 	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/shard"
+	"example.com/foo-controller/pkg/startup"
+	"example.com/foo-controller/pkg/webhook"
 )
 
 func main() {
@@ -47,7 +49,7 @@ func main() {
 		os.Exit(2)
 	}
 	if opts.printVersion {
-		fmt.Println(versionLine(readBuild()))
+		fmt.Println(buildinfo.Read().Line())
 		return
 	}
 
@@ -89,12 +91,14 @@ func signalContext(parent context.Context) context.Context {
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
 // itself lives beside it: the clients and the write guard in clients.go,
-// the start-up checks in startup.go, leader election and sharding in ha.go
-// and sharded.go, the conversion webhook in webhook.go.
+// leader election and sharding in ha.go (the shards' slots in pkg/shard); or in packages of
+// its own, one call each: the start-up checks (pkg/startup), the build's
+// version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
+// probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
 func run(ctx context.Context, o options) (err error) {
 	logger := klog.FromContext(ctx)
-	b := readBuild()
-	metrics.Register(b.version, b.revision)
+	b := buildinfo.Read()
+	metrics.Register(b.Version, b.Revision)
 
 	identity := leader.Identity()
 	cfg, err := clientConfig(o, identity)
@@ -116,30 +120,31 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting", "version", b.version, "commit", b.revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
+	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	webhookReady, stopWebhook, err := serveConversionWebhook(ctx, o, cfg, lc.LeaseNamespace)
+	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.webhookAddr,
+		Namespace: lc.LeaseNamespace, Secret: o.webhookSecret, Hosts: o.webhookHosts, InCluster: inCluster(o)})
 	if err != nil {
 		return err
 	}
 	defer stopWebhook() // last: it answers through the drain
 	var ready atomic.Pointer[func() error]
-	if err := serveProbes(ctx, o, electionHealth, member, &ready, webhookReady); err != nil {
+	if err := metrics.ServeProbes(ctx, o.probeAddr, liveness(electionHealth, member), &ready, webhookReady); err != nil {
 		return err
 	}
-	if err := serveMetrics(ctx, o, cfg); err != nil {
+	if err := metrics.ServeMetrics(ctx, cfg, metrics.Endpoint{Addr: o.metricsAddr, Secure: o.metricsSecure, Profiling: o.profiling}); err != nil {
 		return err
 	}
-	if err := checkAPI(ctx, cs.config, o.namespace, apiStartupWait); err != nil {
+	if err := startup.CheckAPI(ctx, cs.config, o.namespace, startup.APIWait); err != nil {
 		return err
 	}
-	recorder, sender, err := startEvents(ctx, cs.events)
+	recorder, sender, err := eventsink.Start(ctx, cs.events, samplev1beta1.Install, controllerName)
 	if err != nil {
 		return err
 	}
-	defer func() { sender.stop(logger, errors.Is(err, leader.ErrLost)) }()
+	defer func() { sender.Stop(logger, errors.Is(err, leader.ErrLost)) }()
 	namespaces, err := startNamespaceInformer(ctx, o, cs)
 	if err != nil {
 		return err
@@ -165,7 +170,7 @@ func run(ctx context.Context, o options) (err error) {
 	stopInformers := start(ctx)
 	defer func() { stopInformers(errors.Is(err, leader.ErrLost)) }()
 	if o.leaderElect {
-		lc.OnLost = sender.drop
+		lc.OnLost = sender.Drop
 		return runLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
 			return controller.Run(ctx, o.workers)
 		})
@@ -206,7 +211,7 @@ func leaseConfig(o options, identity string) leader.Config {
 }
 
 // newInformers returns the informers of the Deployments and Foos, their
-// watch failures counted (countWatchErrors), and start, which starts them
+// watch failures counted (metrics.CountWatchErrors), and start, which starts them
 // and returns the function that stops them.
 //
 // The transform trims objects before they are cached: the cache holds
@@ -223,7 +228,7 @@ func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, foo
 		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
 	foos := fooInformerFactory.Samplecontroller().V1beta1().Foos()
-	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
+	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
 		return nil, nil, nil, err
 	}
 	start := func(ctx context.Context) func(bool) {
@@ -258,82 +263,22 @@ func startNamespaceInformer(ctx context.Context, o options, cs *clients) (corein
 			}
 		}))
 	namespaces := factory.Core().V1().Namespaces()
-	if err := countWatchErrors(map[string]cache.SharedIndexInformer{"namespaces": namespaces.Informer()}); err != nil {
+	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"namespaces": namespaces.Informer()}); err != nil {
 		return nil, err
 	}
 	factory.Start(ctx.Done())
 	return namespaces, nil
 }
 
-// serveProbes serves the health probes. Liveness: the
-// process serves, and a leader (or a shard member) still renews its Lease:
-// one stuck past the renew deadline gets restarted; one that gives up exits
-// by itself. Readiness: the caches are synced (standbys too: they are ready
-// to take over; sharded, see shard.Ready), and the conversion webhook, if
-// served, has a certificate to serve. They are served before the
-// start-up checks, so that a liveness probe does not kill a process that
-// waits for the API server (checkAPI); /readyz fails until ready says why
-// no more.
-func serveProbes(ctx context.Context, o options, election *leaderelection.HealthzAdaptor, member *shard.Member, ready *atomic.Pointer[func() error], webhookReady func() error) error {
-	health := metrics.Check{Name: "leader-election", Check: election.Check}
+// liveness is what /healthz checks besides the process serving: that a
+// leader still renews its Lease, or, sharded, the member its own. The
+// member's threshold is the same as the leader's (the renew deadline),
+// read from its fence: there is no elector to ask.
+func liveness(election *leaderelection.HealthzAdaptor, member *shard.Member) metrics.Check {
 	if member != nil {
-		// The same threshold as the leader's (the renew deadline), read
-		// from the member's fence: there is no elector to ask.
-		health = metrics.Check{Name: "shard-member", Check: member.Healthz}
+		return metrics.Check{Name: "shard-member", Check: member.Healthz}
 	}
-	probes := http.NewServeMux()
-	probes.Handle("/healthz", metrics.ProbeHandler(health))
-	readiness := []metrics.Check{{Name: "informers", Check: func(*http.Request) error {
-		f := ready.Load()
-		if f == nil {
-			return errors.New("starting: checking the API server")
-		}
-		return (*f)()
-	}}}
-	if webhookReady != nil {
-		readiness = append(readiness, metrics.Check{Name: "conversion-webhook", Check: func(*http.Request) error { return webhookReady() }})
-	}
-	probes.Handle("/readyz", metrics.ProbeHandler(readiness...))
-	return metrics.Serve(ctx, "health probes", o.probeAddr, probes)
-}
-
-// serveMetrics serves /metrics (and, with -profiling, Go's profiles) over
-// HTTPS to the clients the API server says may get them (delegated
-// authentication and authorization: docs/operations.md), or, with
-// -metrics-secure=false, to anyone over plain HTTP (make run). Its client
-// is outside the write guard: a standby's reviews are no Foo's writes.
-func serveMetrics(ctx context.Context, o options, cfg *rest.Config) error {
-	mux := metrics.MetricsMux(o.profiling)
-	if !o.metricsSecure {
-		return metrics.Serve(ctx, "metrics", o.metricsAddr, mux)
-	}
-	if o.metricsAddr == "" || o.metricsAddr == "0" {
-		return nil
-	}
-	kube, err := kubernetes.NewForConfig(metrics.ReviewClientConfig(cfg))
-	if err != nil {
-		return err
-	}
-	protected, err := metrics.Protected(mux, kube)
-	if err != nil {
-		return err
-	}
-	return metrics.ServeTLS(ctx, "metrics", o.metricsAddr, protected)
-}
-
-// countWatchErrors makes the informers count their list/watch failures (a
-// cache going stale is otherwise only a log line), by resource, then log
-// them as client-go does by default.
-func countWatchErrors(informers map[string]cache.SharedIndexInformer) error {
-	for resource, inf := range informers {
-		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			metrics.WatchErrors.WithLabelValues(resource).Inc()
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return metrics.Check{Name: "leader-election", Check: election.Check}
 }
 
 // informerStopWait bounds how long a graceful stop waits for the informers

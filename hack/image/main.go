@@ -48,6 +48,9 @@ const (
 	// defaultTag is what artifacts/deploy/kustomization.yaml points the
 	// image at, so that a tarball loaded into kind is the one it runs.
 	defaultTag = "example.com/foo-controller:dev"
+	// buildinfo is the package whose version and revision the build
+	// stamps (-ldflags -X): what the binary's -version prints.
+	buildinfo = "example.com/foo-controller/pkg/buildinfo"
 )
 
 func main() {
@@ -106,8 +109,9 @@ type options struct {
 	push                 bool
 }
 
-// stamp is what the binary says about its source (main.version,
-// main.revision) and the time every timestamp in the image is set to.
+// stamp is what the binary says about its source (the version and
+// revision of example.com/foo-controller/pkg/buildinfo) and the time every
+// timestamp in the image is set to.
 type stamp struct {
 	version, revision string
 	time              time.Time
@@ -131,7 +135,7 @@ func build(ctx context.Context, o options) (v1.Image, stamp, error) {
 	// (golang/go#58218). CGO_ENABLED=0: a static binary, for an image
 	// with no libc.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags=-s -X main.version="+st.version+" -X main.revision="+st.revision,
+		"-ldflags=-s -X "+buildinfo+".version="+st.version+" -X "+buildinfo+".revision="+st.revision,
 		"-o", bin, ".")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = o.repo, os.Stderr, os.Stderr
 	// The caller's Go settings stay out: GOFLAGS=-cover or GOAMD64=v3

@@ -1,5 +1,5 @@
-// Package eventsink lets a process wait, at shutdown, for the Events it is
-// still sending.
+// Package eventsink sends a controller's Events (Start) and lets it wait,
+// at shutdown, for those it is still sending.
 //
 // client-go's event broadcaster sends each Event from a goroutine of its
 // own, behind the client's rate limiter; nothing in it waits for them. A

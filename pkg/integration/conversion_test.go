@@ -415,9 +415,9 @@ func TestConversionWebhookServedByTheController(t *testing.T) {
 		return got.Spec.DeploymentName == "web-a", fmt.Sprintf("spec %+v", got.Spec)
 	})
 
-	// Signalled, it goes on answering for webhookLinger (5 s) at least:
-	// the reviews the API server still sends it as its Pod leaves the
-	// Service's endpoints.
+	// Signalled, it goes on answering for its linger (5 s: webhook.Start)
+	// at least: the reviews the API server still sends it as its Pod
+	// leaves the Service's endpoints.
 	signalled := time.Now()
 	if err := ctrl.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

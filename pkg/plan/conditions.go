@@ -16,17 +16,17 @@ import (
 // which status changes may wait to be written with the next
 // (ProgressOnly, FirstProgress). docs/conditions.md says what each means.
 
-// StalledCondition is the Stalled condition (True) when something that
+// stalledCondition is the Stalled condition (True) when something that
 // retrying will not fix keeps the Foo from its declared state, or nil.
 // kstatus reports such a Foo as Failed.
-func StalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
+func stalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
 	c := &metav1.Condition{Type: samplev1beta1.ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: foo.Generation}
 	dep := obs.Deployment
 	switch {
 	case obs.ApplyError != nil:
 		c.Reason = samplev1beta1.ReasonDeploymentApplyFailed
 		c.Message = fmt.Sprintf("Deployment %q could not be applied: %v", foo.Spec.Deployment.Name, obs.ApplyError)
-	case obs.Conflict && LeftBehind(dep, foo):
+	case obs.Conflict && leftBehind(dep, foo):
 		// Most often a Foo deleted with deletionPolicy: Orphan and created
 		// again. Its pods are selected by the earlier Foo's UID, and a
 		// selector cannot change, so it cannot be adopted.
@@ -55,7 +55,7 @@ func StalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition
 		// A new generation the Deployment controller has not observed yet:
 		// a scale keeps the exceeded deadline, a new template resets it,
 		// and which it is shows only once observed. Meanwhile the Foo stays
-		// as reported, like Ready (ReadyCondition): a scale of a stalled
+		// as reported, like Ready (readyCondition): a scale of a stalled
 		// Foo is not a new incident, with a Warning of its own.
 		if was := meta.FindStatusCondition(foo.Status.Conditions, samplev1beta1.ConditionStalled); was != nil &&
 			was.Status == metav1.ConditionTrue && was.Reason == samplev1beta1.ReasonProgressDeadlineExceeded {
@@ -69,17 +69,17 @@ func StalledCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition
 	return c
 }
 
-// ReconcilingCondition is the Reconciling condition (True) while the
+// reconcilingCondition is the Reconciling condition (True) while the
 // Deployment is on its way to what the Foo declares — created, rolled
 // out, scaled, or waited for — or nil once it is there. It is nil while
 // the Foo is stalled too: kstatus reads whichever of the two comes first,
 // so they are never True together. Like kstatus's rules for a Deployment,
 // it asks for every declared replica updated and available.
-func ReconcilingCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
-	return reconciling(foo, obs, StalledCondition(foo, obs))
+func reconcilingCondition(foo *samplev1beta1.Foo, obs Observation) *metav1.Condition {
+	return reconciling(foo, obs, stalledCondition(foo, obs))
 }
 
-// reconciling is ReconcilingCondition given the Stalled condition.
+// reconciling is reconcilingCondition given the Stalled condition.
 func reconciling(foo *samplev1beta1.Foo, obs Observation, stalled *metav1.Condition) *metav1.Condition {
 	if stalled != nil {
 		return nil
@@ -112,11 +112,11 @@ func reconciling(foo *samplev1beta1.Foo, obs Observation, stalled *metav1.Condit
 	return c
 }
 
-// AvailableCondition mirrors the Deployment's own Available condition
+// availableCondition mirrors the Deployment's own Available condition
 // (minimum availability, as its strategy's maxUnavailable allows), so
 // that it moves exactly when the Deployment's does: not on a scale that
 // keeps enough pods serving.
-func AvailableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
+func availableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
 	c := metav1.Condition{Type: samplev1beta1.ConditionAvailable, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation,
 		Reason: samplev1beta1.ReasonNoDeployment}
 	dep := obs.Deployment
@@ -137,9 +137,9 @@ func AvailableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Conditio
 	return c
 }
 
-// ReadyCondition is the Ready condition for what was observed (without
+// readyCondition is the Ready condition for what was observed (without
 // lastTransitionTime, which Status fills in): True when the Deployment is
-// available (AvailableCondition), runs only the current pod template, and
+// available (availableCondition), runs only the current pod template, and
 // nothing is stalled. It does not wait for every replica of a scale
 // (Reconciling does): a scale that keeps the Deployment available leaves
 // Ready True, and its lastTransitionTime where it was. A new pod template
@@ -150,12 +150,12 @@ func AvailableCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Conditio
 // generation, a scale and a rollout look alike; a Ready that was True is
 // then kept as it was, with the generation it was computed at (which
 // kubectl wait reads), rather than flipped on a guess.
-func ReadyCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
-	stalled := StalledCondition(foo, obs)
-	return ready(foo, obs, stalled, reconciling(foo, obs, stalled), AvailableCondition(foo, obs))
+func readyCondition(foo *samplev1beta1.Foo, obs Observation) metav1.Condition {
+	stalled := stalledCondition(foo, obs)
+	return ready(foo, obs, stalled, reconciling(foo, obs, stalled), availableCondition(foo, obs))
 }
 
-// ready is ReadyCondition given the other three conditions.
+// ready is readyCondition given the other three conditions.
 func ready(foo *samplev1beta1.Foo, obs Observation, stalled, rec *metav1.Condition, avail metav1.Condition) metav1.Condition {
 	c := metav1.Condition{Type: samplev1beta1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: foo.Generation}
 	if stalled != nil {

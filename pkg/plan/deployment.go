@@ -24,8 +24,8 @@ const (
 	// ManagedByLabel marks the objects this controller manages, for humans
 	// and label queries; it is not part of the selector.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the ManagedByLabel value.
-	ManagedByValue = "foo-controller"
+	// managedByValue is the ManagedByLabel value.
+	managedByValue = "foo-controller"
 
 	// ContainerName is the name of the one container the controller manages
 	// in the pod template.
@@ -36,36 +36,36 @@ const (
 	PortName = "http"
 
 	// PodLabelsAnnotation records on the Deployment the keys of
-	// spec.podLabels that the controller applied, comma-separated and
+	// spec.PodLabels that the controller applied, comma-separated and
 	// sorted (a label key has no comma); absent when there are none. A key
 	// the Foo no longer declares must be removed from the pod template, and
 	// the apply that removes it is sent only if Drift reports something:
 	// Drift sees that the Foo's keys changed by comparing this annotation.
 	PodLabelsAnnotation = "samplecontroller.example.com/pod-label-keys"
 
-	// DefaultImage and DefaultReplicas mirror the CRD's defaults. The API
+	// defaultImage and defaultReplicas mirror the CRD's defaults. The API
 	// server applies those defaults; these are used only if a Foo reaches
 	// the controller without them (e.g. one stored before the default
 	// existed).
-	DefaultImage = "nginx:1.27"
-	// DefaultReplicas is the replica count of a Foo without one (see DefaultImage).
-	DefaultReplicas = int32(1)
+	defaultImage = "nginx:1.27"
+	// defaultReplicas is the replica count of a Foo without one (see defaultImage).
+	defaultReplicas = int32(1)
 )
 
 // Replicas is the Foo's desired replica count.
 func Replicas(foo *samplev1beta1.Foo) int32 {
 	if foo.Spec.Deployment.Replicas == nil {
-		return DefaultReplicas
+		return defaultReplicas
 	}
 	return *foo.Spec.Deployment.Replicas
 }
 
-// DefaultProgressDeadlineSeconds is the Deployment's default
+// defaultProgressDeadlineSeconds is the Deployment's default
 // spec.progressDeadlineSeconds, which the API server requires to be greater
 // than spec.minReadySeconds.
-const DefaultProgressDeadlineSeconds = int32(600)
+const defaultProgressDeadlineSeconds = int32(600)
 
-// ProgressDeadline is the spec.progressDeadlineSeconds the controller
+// progressDeadline is the spec.progressDeadlineSeconds the controller
 // declares for foo's Deployment, or nil to leave the field to its default
 // (or to whoever set it): a Foo with a minReadySeconds gets the default's
 // ten minutes beyond it. A pod becomes available minReadySeconds after it
@@ -73,16 +73,16 @@ const DefaultProgressDeadlineSeconds = int32(600)
 // and the API server refuses a deadline that is not above it: at 600 and
 // more, the default would be refused, and below it another writer's
 // shorter deadline could be.
-func ProgressDeadline(foo *samplev1beta1.Foo) *int32 {
+func progressDeadline(foo *samplev1beta1.Foo) *int32 {
 	if m := foo.Spec.Deployment.MinReadySeconds; m > 0 {
-		return ptr.To(m + DefaultProgressDeadlineSeconds)
+		return ptr.To(m + defaultProgressDeadlineSeconds)
 	}
 	return nil
 }
 
-// DefaultRevisionHistoryLimit is the Deployment's default
+// defaultRevisionHistoryLimit is the Deployment's default
 // spec.revisionHistoryLimit.
-const DefaultRevisionHistoryLimit = int32(10)
+const defaultRevisionHistoryLimit = int32(10)
 
 // RevisionHistoryLimit is the Deployment's spec.revisionHistoryLimit for
 // foo: the Foo's, or the Deployment's default when the Foo leaves it unset.
@@ -91,13 +91,13 @@ const DefaultRevisionHistoryLimit = int32(10)
 // it would go back to its default only at the next apply for another
 // reason, if ever (docs/adding-a-field.md, "Unset").
 func RevisionHistoryLimit(foo *samplev1beta1.Foo) int32 {
-	return ptr.Deref(foo.Spec.Deployment.RevisionHistoryLimit, DefaultRevisionHistoryLimit)
+	return ptr.Deref(foo.Spec.Deployment.RevisionHistoryLimit, defaultRevisionHistoryLimit)
 }
 
 // Image is the Foo's desired container image.
 func Image(foo *samplev1beta1.Foo) string {
 	if foo.Spec.Deployment.Image == "" {
-		return DefaultImage
+		return defaultImage
 	}
 	return foo.Spec.Deployment.Image
 }
@@ -112,14 +112,14 @@ func SelectorLabels(foo *samplev1beta1.Foo) map[string]string {
 // pod template. Other labels that others add are left alone.
 func Labels(foo *samplev1beta1.Foo) map[string]string {
 	l := SelectorLabels(foo)
-	l[ManagedByLabel] = ManagedByValue
+	l[ManagedByLabel] = managedByValue
 	return l
 }
 
-// PodLabels are the labels of spec.podLabels the controller sets on the pod
+// podLabels are the labels of spec.PodLabels the controller sets on the pod
 // template: all of them but the keys it sets itself (Labels), which the
 // CRD refuses but a Foo stored before that rule could still have.
-func PodLabels(foo *samplev1beta1.Foo) map[string]string {
+func podLabels(foo *samplev1beta1.Foo) map[string]string {
 	own := Labels(foo)
 	out := map[string]string{}
 	for k, v := range foo.Spec.Deployment.PodLabels {
@@ -131,16 +131,16 @@ func PodLabels(foo *samplev1beta1.Foo) map[string]string {
 }
 
 // TemplateLabels are the labels the controller sets on the pod template:
-// Labels, and PodLabels beside them.
+// Labels, and podLabels beside them.
 func TemplateLabels(foo *samplev1beta1.Foo) map[string]string {
-	out := PodLabels(foo)
+	out := podLabels(foo)
 	maps.Copy(out, Labels(foo))
 	return out
 }
 
 // podLabelKeys is the value of PodLabelsAnnotation for foo, "" for none.
 func podLabelKeys(foo *samplev1beta1.Foo) string {
-	return strings.Join(slices.Sorted(maps.Keys(PodLabels(foo))), ",")
+	return strings.Join(slices.Sorted(maps.Keys(podLabels(foo))), ",")
 }
 
 // DesiredDeployment is the server-side apply configuration of foo's
@@ -163,7 +163,7 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 			WithLabels(TemplateLabels(foo)).
 			WithSpec(corev1apply.PodSpec().
 				WithContainers(desiredContainer(foo))))
-	if deadline := ProgressDeadline(foo); deadline != nil {
+	if deadline := progressDeadline(foo); deadline != nil {
 		spec.WithProgressDeadlineSeconds(*deadline)
 	}
 	return apply.
@@ -174,7 +174,7 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 			// the Foo's without a write at the upgrade, and the garbage
 			// collector resolves either version while both are served.
 			WithAPIVersion(samplev1beta1.GroupVersion.String()).
-			WithKind(FooKind).
+			WithKind(fooKind).
 			WithName(foo.Name).
 			WithUID(foo.UID).
 			WithController(true).
@@ -184,13 +184,13 @@ func DesiredDeployment(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfi
 		WithSpec(spec)
 }
 
-// DesiredDeploymentWithoutPorts is DesiredDeployment without our
+// desiredDeploymentWithoutPorts is DesiredDeployment without our
 // container's ports: what the controller applies when the API server
 // rewrites the port it declares (a mutating admission policy). Declaring
 // the port would only be refused (two "http" ports: the rewritten one and
 // ours), so the other fields could never be put back; without it, they
 // are, and the port stays as the API server keeps it.
-func DesiredDeploymentWithoutPorts(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfiguration {
+func desiredDeploymentWithoutPorts(foo *samplev1beta1.Foo) *appsv1apply.DeploymentApplyConfiguration {
 	apply := DesiredDeployment(foo)
 	apply.Spec.Template.Spec.Containers[0].Ports = nil
 	return apply
@@ -224,7 +224,7 @@ func Drift(foo *samplev1beta1.Foo, dep *DeploymentView) []string {
 	if dep.Spec.MinReadySeconds != foo.Spec.Deployment.MinReadySeconds {
 		drift = append(drift, "minReadySeconds")
 	}
-	if want := ProgressDeadline(foo); want != nil && dep.Spec.ProgressDeadlineSeconds != *want {
+	if want := progressDeadline(foo); want != nil && dep.Spec.ProgressDeadlineSeconds != *want {
 		drift = append(drift, "progressDeadlineSeconds")
 	}
 	if h := dep.Spec.RevisionHistoryLimit; h == nil || *h != RevisionHistoryLimit(foo) {
@@ -269,7 +269,7 @@ func OwnedValues(foo *samplev1beta1.Foo, dep *DeploymentView) string {
 		MinReady       int32
 		Deadline       int32
 		History        *int32
-		Container      *ContainerView `json:",omitempty"`
+		Container      *containerView `json:",omitempty"`
 		Labels         map[string]string
 		TemplateLabels map[string]string
 		PodLabelKeys   *string
@@ -279,13 +279,13 @@ func OwnedValues(foo *samplev1beta1.Foo, dep *DeploymentView) string {
 		owned.PodLabelKeys = &keys
 	}
 	if c := container(dep); c != nil {
-		owned.Container = &ContainerView{Image: c.Image, Ports: c.Ports}
+		owned.Container = &containerView{Image: c.Image, Ports: c.Ports}
 	}
 	b, _ := json.Marshal(owned) // plain types: cannot fail
 	return string(b)
 }
 
-func container(dep *DeploymentView) *ContainerView {
+func container(dep *DeploymentView) *containerView {
 	for i := range dep.Spec.Template.Spec.Containers {
 		if dep.Spec.Template.Spec.Containers[i].Name == ContainerName {
 			return &dep.Spec.Template.Spec.Containers[i]
@@ -297,7 +297,7 @@ func container(dep *DeploymentView) *ContainerView {
 // portMatches reports whether c's ports named PortName are exactly the one
 // want declares (nil: none). Ports of other names are not ours and are not
 // compared.
-func portMatches(c *ContainerView, want *int32) bool {
+func portMatches(c *containerView, want *int32) bool {
 	found := false
 	for _, p := range c.Ports {
 		if p.Name != PortName {
@@ -318,14 +318,14 @@ func isDesiredPort(p corev1.ContainerPort, want int32) bool {
 }
 
 // podLabelsMatch reports whether dep's pod template has the labels of
-// spec.podLabels, and dep records (PodLabelsAnnotation) exactly the keys the
+// spec.PodLabels, and dep records (PodLabelsAnnotation) exactly the keys the
 // Foo declares: when the Foo drops a key, the annotation differs, and the
 // apply sent for it removes the key our field manager owned. Labels others
 // added are not compared.
 func podLabelsMatch(foo *samplev1beta1.Foo, dep *DeploymentView) bool {
 	keys, ok := dep.Annotations[PodLabelsAnnotation]
 	want := podLabelKeys(foo)
-	return hasLabels(dep.Spec.Template.Labels, PodLabels(foo)) && ok == (want != "") && keys == want
+	return hasLabels(dep.Spec.Template.Labels, podLabels(foo)) && ok == (want != "") && keys == want
 }
 
 func hasLabels(have, want map[string]string) bool {

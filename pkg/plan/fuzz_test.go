@@ -81,7 +81,7 @@ func FuzzDecisions(f *testing.F) {
 		if !StatusEqual(st1, st2) {
 			t.Fatalf("Status is not deterministic:\n%+v\n%+v", st1, st2)
 		}
-		if c := ReadyCondition(foo, obs); c.Reason == "" || c.Message == "" {
+		if c := readyCondition(foo, obs); c.Reason == "" || c.Message == "" {
 			t.Fatalf("Ready condition without reason or message: %+v", c)
 		}
 		_ = StatusApply(foo, st1)

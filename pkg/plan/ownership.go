@@ -10,8 +10,8 @@ import (
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 )
 
-// FooKind is the kind named in the owner references the controller writes.
-const FooKind = "Foo"
+// fooKind is the kind named in the owner references the controller writes.
+const fooKind = "Foo"
 
 // Ownership says how an existing Deployment relates to a Foo.
 type Ownership int
@@ -52,7 +52,7 @@ func (o Ownership) String() string {
 // checked: a "Foo" from another group is not ours.
 func ControllerFoo(obj metav1.Object) *metav1.OwnerReference {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != FooKind {
+	if ref == nil || ref.Kind != fooKind {
 		return nil
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -70,15 +70,15 @@ func IsControlledBy(obj metav1.Object, fooUID types.UID) bool {
 	return ref != nil && ref.UID == fooUID
 }
 
-// LeftBehind reports whether dep, which is not foo's, was created by this
+// leftBehind reports whether dep, which is not foo's, was created by this
 // controller for another Foo that no longer controls it: our labels, that
 // Foo's UID, no controller (a Foo deleted with deletionPolicy: Orphan).
-func LeftBehind(dep *DeploymentView, foo *samplev1beta1.Foo) bool {
+func leftBehind(dep *DeploymentView, foo *samplev1beta1.Foo) bool {
 	if dep == nil {
 		return false
 	}
 	uid, ok := dep.Labels[FooUIDLabel]
-	return ok && uid != string(foo.UID) && dep.Labels[ManagedByLabel] == ManagedByValue && metav1.GetControllerOfNoCopy(dep) == nil
+	return ok && uid != string(foo.UID) && dep.Labels[ManagedByLabel] == managedByValue && metav1.GetControllerOfNoCopy(dep) == nil
 }
 
 // Classify says whether dep belongs to foo.

@@ -187,7 +187,7 @@ func removals(path string, strays []stray) []map[string]any {
 // a new one keyed 7070, owned by that writer, holds the name. Our apply
 // adds 8080 beside it and the API server refuses the pair (duplicate
 // name); no apply of ours can remove the stray.
-func strayPorts(foo *samplev1beta1.Foo, c *ContainerView) []stray {
+func strayPorts(foo *samplev1beta1.Foo, c *containerView) []stray {
 	var out []stray
 	for i, p := range c.Ports {
 		if p.Name != PortName || (foo.Spec.Deployment.ContainerPort != nil && isDesiredPort(p, *foo.Spec.Deployment.ContainerPort)) {
@@ -202,7 +202,7 @@ func strayPorts(foo *samplev1beta1.Foo, c *ContainerView) []stray {
 
 // missingPorts is the JSON patch operation that adds to c's ports, at
 // path, the port foo declares, if c lacks it.
-func missingPorts(foo *samplev1beta1.Foo, c *ContainerView, path string) []map[string]any {
+func missingPorts(foo *samplev1beta1.Foo, c *containerView, path string) []map[string]any {
 	want := foo.Spec.Deployment.ContainerPort
 	if want == nil || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return isDesiredPort(p, *want) }) {
 		return nil

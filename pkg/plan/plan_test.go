@@ -121,16 +121,16 @@ func TestLeftBehind(t *testing.T) {
 	} {
 		d := rolledOut(foo)
 		tc.mutate(d)
-		if got := LeftBehind(NewDeploymentView(d), foo); got != tc.want {
-			t.Errorf("%s: LeftBehind = %v, want %v", tc.name, got, tc.want)
+		if got := leftBehind(NewDeploymentView(d), foo); got != tc.want {
+			t.Errorf("%s: leftBehind = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if LeftBehind(nil, foo) {
-		t.Error("LeftBehind(nil) = true")
+	if leftBehind(nil, foo) {
+		t.Error("leftBehind(nil) = true")
 	}
 	left := rolledOut(foo)
 	left.OwnerReferences, left.Labels[FooUIDLabel] = nil, "earlier"
-	c := StalledCondition(foo, Observation{Deployment: NewDeploymentView(left), Conflict: true})
+	c := stalledCondition(foo, Observation{Deployment: NewDeploymentView(left), Conflict: true})
 	if c == nil || c.Reason != samplev1beta1.ReasonDeploymentConflict || !strings.Contains(c.Message, "left by an earlier Foo") {
 		t.Errorf("Stalled for an earlier Foo's orphan: %+v", c)
 	}
@@ -257,7 +257,7 @@ func TestDriftPodLabels(t *testing.T) {
 	both := map[string]string{"team": "a", "tier": "web"}
 	tests := []struct {
 		name     string
-		want     map[string]string // spec.podLabels
+		want     map[string]string // spec.PodLabels
 		applied  map[string]string // the podLabels the Deployment was applied with
 		template func(map[string]string) map[string]string
 		drift    bool
@@ -305,7 +305,7 @@ func TestDesiredDeploymentPodLabels(t *testing.T) {
 	foo := testFoo()
 	foo.Spec.Deployment.PodLabels = map[string]string{"tier": "web", "team": "", ManagedByLabel: "someone", FooUIDLabel: "other"}
 	d := DesiredDeployment(foo)
-	want := map[string]string{"tier": "web", "team": "", ManagedByLabel: ManagedByValue, FooUIDLabel: string(foo.UID)}
+	want := map[string]string{"tier": "web", "team": "", ManagedByLabel: managedByValue, FooUIDLabel: string(foo.UID)}
 	if got := d.Spec.Template.Labels; !reflect.DeepEqual(got, want) {
 		t.Errorf("template labels %v, want %v: the controller's own labels win", got, want)
 	}
@@ -490,7 +490,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 func TestDesiredDeploymentWithoutPorts(t *testing.T) {
 	foo := testFoo()
 	foo.Spec.Deployment.ContainerPort = ptr.To[int32](8080)
-	full, without := DesiredDeployment(foo), DesiredDeploymentWithoutPorts(foo)
+	full, without := DesiredDeployment(foo), desiredDeploymentWithoutPorts(foo)
 	if len(full.Spec.Template.Spec.Containers[0].Ports) != 1 || without.Spec.Template.Spec.Containers[0].Ports != nil {
 		t.Fatalf("ports: full %+v, without %+v", full.Spec.Template.Spec.Containers[0].Ports, without.Spec.Template.Spec.Containers[0].Ports)
 	}
@@ -727,7 +727,7 @@ func TestStalledCondition(t *testing.T) {
 		"replicas overridden":                      tru(samplev1beta1.ReasonReplicasOverridden),
 		// It rolls out and serves as the API server keeps it.
 		"image overridden": none,
-	}, func(obs Observation) *metav1.Condition { return StalledCondition(foo, obs) })
+	}, func(obs Observation) *metav1.Condition { return stalledCondition(foo, obs) })
 
 	// A stalled Foo scaled: until the Deployment controller observes the
 	// new generation, Stalled is kept as it was, not removed and begun
@@ -744,14 +744,14 @@ func TestStalledCondition(t *testing.T) {
 	scaled.Spec.Deployment.Replicas = ptr.To[int32](5)
 	notYet := Observation{Deployment: pde.Deployment.DeepCopy()}
 	notYet.Deployment.Generation = notYet.Deployment.Status.ObservedGeneration + 1
-	if got := StalledCondition(scaled, notYet); got == nil || !reflect.DeepEqual(*got, *was) {
+	if got := stalledCondition(scaled, notYet); got == nil || !reflect.DeepEqual(*got, *was) {
 		t.Errorf("Stalled of a stalled Foo whose new generation is not observed yet:\n got %+v\nwant %+v (as it was)", got, was)
 	}
-	if got := ReconcilingCondition(scaled, notYet); got != nil {
+	if got := reconcilingCondition(scaled, notYet); got != nil {
 		t.Errorf("Reconciling beside the kept Stalled: %+v", got)
 	}
 
-	failed := StalledCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
+	failed := stalledCondition(foo, Observation{ApplyError: errors.New("exceeded quota: pods=10")})
 	if !strings.Contains(failed.Message, "exceeded quota") {
 		t.Errorf("the refusal's words must be in the message: %q", failed.Message)
 	}
@@ -781,7 +781,7 @@ func TestReconcilingCondition(t *testing.T) {
 		"progress deadline of an older generation": tru(samplev1beta1.ReasonDeploymentNotObserved),
 		"replicas overridden":                      none,
 		"image overridden":                         none,
-	}, func(obs Observation) *metav1.Condition { return ReconcilingCondition(foo, obs) })
+	}, func(obs Observation) *metav1.Condition { return reconcilingCondition(foo, obs) })
 }
 
 func TestAvailableCondition(t *testing.T) {
@@ -808,11 +808,11 @@ func TestAvailableCondition(t *testing.T) {
 		"progress deadline of an older generation": down,
 		"replicas overridden":                      up,
 		"image overridden":                         up,
-	}, func(obs Observation) *metav1.Condition { c := AvailableCondition(foo, obs); return &c })
+	}, func(obs Observation) *metav1.Condition { c := availableCondition(foo, obs); return &c })
 
 	zero := testFoo()
 	zero.Spec.Deployment.Replicas = ptr.To[int32](0)
-	if c := ReadyCondition(zero, Observation{Deployment: NewDeploymentView(rolledOut(zero))}); c.Status != metav1.ConditionTrue {
+	if c := readyCondition(zero, Observation{Deployment: NewDeploymentView(rolledOut(zero))}); c.Status != metav1.ConditionTrue {
 		t.Errorf("a Foo scaled to zero with its Deployment at zero is Ready: got %s/%s", c.Status, c.Reason)
 	}
 }
@@ -841,7 +841,7 @@ func TestReadyCondition(t *testing.T) {
 		"progress deadline of an older generation": fals(samplev1beta1.ReasonDeploymentNotObserved),
 		"replicas overridden":                      fals(samplev1beta1.ReasonReplicasOverridden),
 		"image overridden":                         ready,
-	}, func(obs Observation) *metav1.Condition { c := ReadyCondition(foo, obs); return &c })
+	}, func(obs Observation) *metav1.Condition { c := readyCondition(foo, obs); return &c })
 }
 
 // TestReadyConditionKeptUntilObserved: while the Deployment controller has
@@ -860,23 +860,23 @@ func TestReadyConditionKeptUntilObserved(t *testing.T) {
 	next.Spec.Deployment.Replicas = ptr.To[int32](3)
 	dep := unobserved(rolledOut(foo))
 	dep.Spec.Replicas = ptr.To[int32](3)
-	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(dep)}); !reflect.DeepEqual(got, was) {
+	if got := readyCondition(next, Observation{Deployment: NewDeploymentView(dep)}); !reflect.DeepEqual(got, was) {
 		t.Errorf("Ready while the new generation is not observed:\n got %+v\nwant %+v (as it was)", got, was)
 	}
 	// A problem is not kept waiting.
-	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(dep), ApplyError: errors.New("denied")}); got.Status != metav1.ConditionFalse {
+	if got := readyCondition(next, Observation{Deployment: NewDeploymentView(dep), ApplyError: errors.New("denied")}); got.Status != metav1.ConditionFalse {
 		t.Errorf("a refused apply while not observed: %+v", got)
 	}
 	// A Deployment the Deployment controller never saw is not the one
 	// that was Ready (a new spec.deploymentName).
 	fresh := unobserved(rolledOut(next))
 	fresh.Status = appsv1.DeploymentStatus{}
-	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(fresh)}); got.Status != metav1.ConditionFalse {
+	if got := readyCondition(next, Observation{Deployment: NewDeploymentView(fresh)}); got.Status != metav1.ConditionFalse {
 		t.Errorf("a new Deployment: %+v", got)
 	}
 	// Observed: a scale that kept it available, Ready at the new generation.
 	scaled := withStatus(rolledOut(next), 2, 2, 2, true)
-	if got := ReadyCondition(next, Observation{Deployment: NewDeploymentView(scaled)}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
+	if got := readyCondition(next, Observation{Deployment: NewDeploymentView(scaled)}); got.Status != metav1.ConditionTrue || got.ObservedGeneration != next.Generation {
 		t.Errorf("after the scale is observed: %+v", got)
 	}
 }

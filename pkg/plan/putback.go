@@ -31,7 +31,7 @@ type DeploymentWrites struct {
 // syncDeployment reports that instead of fighting it. After a refused
 // apply, the patch puts our entry in their place (ReplaceStrayEntriesPatch)
 // and the apply is sent again; if the API server rewrote our entry once
-// more, the apply is sent without it (DesiredDeploymentWithoutPorts),
+// more, the apply is sent without it (desiredDeploymentWithoutPorts),
 // so that the rest is still put back and no pod template ever lacks the
 // port.
 func PutBack(logger klog.Logger, foo *samplev1beta1.Foo, dep *DeploymentView, w DeploymentWrites) (updated *DeploymentView, wrote bool, err error) {
@@ -55,7 +55,7 @@ func PutBack(logger klog.Logger, foo *samplev1beta1.Foo, dep *DeploymentView, w 
 	if slices.Contains(Drift(foo, replaced), "containerPort") {
 		logger.V(2).Info("The API server rewrote the port we put back; applying the other fields without it",
 			"deployment", klog.KObj(replaced))
-		updated, err = w.Apply(DesiredDeploymentWithoutPorts(foo))
+		updated, err = w.Apply(desiredDeploymentWithoutPorts(foo))
 		return updated, true, err
 	}
 	updated, err = w.Apply(DesiredDeployment(foo))

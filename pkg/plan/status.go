@@ -58,9 +58,9 @@ func Status(foo *samplev1beta1.Foo, obs Observation, now metav1.Time) samplev1be
 	}
 	// Each condition once: Ready is derived from the other three, and a
 	// converged Foo's status is computed at every sync, resyncs included.
-	stalled := StalledCondition(foo, obs)
+	stalled := stalledCondition(foo, obs)
 	rec := reconciling(foo, obs, stalled)
-	avail := AvailableCondition(foo, obs)
+	avail := availableCondition(foo, obs)
 	set(ready(foo, obs, stalled, rec, avail))
 	set(avail)
 	for _, abnormal := range []struct {

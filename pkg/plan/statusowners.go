@@ -50,7 +50,7 @@ type StatusRepair struct {
 	// Removed are the condition types removed by the JSON patch.
 	Removed []string
 	// Owners are the other field managers that owned fields of them
-	// (StaleConditionOwners).
+	// (staleConditionOwners).
 	Owners []string
 }
 
@@ -77,15 +77,15 @@ func (r StatusRepair) Note(maxBytes int) string {
 // WriteStatus makes want foo's status, and returns the Foo as the API
 // server then has it, and a StatusRepair when the apply alone could not
 // write it. It applies; when the apply succeeds but leaves a condition of
-// ours that want does not have (StatusKept), or is refused as invalid,
-// that condition is removed with a JSON patch (StaleConditionsPatch),
+// ours that want does not have (statusKept), or is refused as invalid,
+// that condition is removed with a JSON patch (staleConditionsPatch),
 // which no ownership can block, and the apply is sent again if it had been
 // refused. The patch only removes, so it leaves the controller owning
 // nothing through it: an Update entry of ours owning a condition would block
 // a later apply the same way. Any other error is returned as it is.
 func WriteStatus(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus, w StatusWrites) (*samplev1beta1.Foo, *StatusRepair, error) {
 	applied, err := w.Apply(StatusApply(foo, want))
-	if err == nil && StatusKept(applied.Status, want) {
+	if err == nil && statusKept(applied.Status, want) {
 		return applied, nil, nil
 	}
 	if err != nil && !apierrors.IsInvalid(err) {
@@ -100,7 +100,7 @@ func WriteStatus(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus, w StatusW
 			return nil, nil, fmt.Errorf("%w; reading the Foo to remove what another manager keeps: %w", repair.Refused, err)
 		}
 	}
-	patch, removed, err := StaleConditionsPatch(live, want)
+	patch, removed, err := staleConditionsPatch(live, want)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,7 @@ func WriteStatus(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus, w StatusW
 		}
 		return nil, nil, fmt.Errorf("the status apply was accepted, but the API server holds %+v, not %+v", applied.Status, want)
 	}
-	repair.Removed, repair.Owners = removed, StaleConditionOwners(live, removed, w.Manager)
+	repair.Removed, repair.Owners = removed, staleConditionOwners(live, removed, w.Manager)
 	patched, err := w.JSONPatch(patch)
 	if err != nil {
 		return nil, repair, fmt.Errorf("removing status conditions %v that field managers %v keep: %w", removed, repair.Owners, err)
@@ -123,18 +123,18 @@ func WriteStatus(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus, w StatusW
 			return nil, repair, fmt.Errorf("applying the status after removing conditions %v: %w", removed, err)
 		}
 	}
-	if !StatusKept(patched.Status, want) {
+	if !statusKept(patched.Status, want) {
 		return nil, repair, errors.New("the status is still not as computed after removing the conditions other managers kept")
 	}
 	return patched, repair, nil
 }
 
-// StatusKept reports whether got holds everything of want that the
+// statusKept reports whether got holds everything of want that the
 // controller writes: the counts, the generation, the selector, and each of
 // the controller's conditions, present with the same values when want has
 // it and absent when it does not. Conditions of other types are not its
 // own, and are not compared.
-func StatusKept(got, want samplev1beta1.FooStatus) bool {
+func statusKept(got, want samplev1beta1.FooStatus) bool {
 	if got.ObservedGeneration != want.ObservedGeneration || got.Replicas != want.Replicas ||
 		got.AvailableReplicas != want.AvailableReplicas || got.ReadyReplicas != want.ReadyReplicas ||
 		got.Selector != want.Selector {
@@ -157,7 +157,7 @@ func asStored(c metav1.Condition) metav1.Condition {
 	return c
 }
 
-// StaleConditionsPatch returns a JSON patch for foo's status subresource
+// staleConditionsPatch returns a JSON patch for foo's status subresource
 // that removes the controller's conditions that foo has and want does not,
 // and their types; nothing when there are none. Each removal is by index,
 // after a test that the entry there is still of that type: a list changed
@@ -166,7 +166,7 @@ func asStored(c metav1.Condition) metav1.Condition {
 // byte for byte as its writer stored it (a merge patch would send the list
 // whole, re-encoded: a timestamp with a fraction or an offset would come
 // back changed, and owned by us).
-func StaleConditionsPatch(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) ([]byte, []string, error) {
+func staleConditionsPatch(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) ([]byte, []string, error) {
 	var ops []map[string]any
 	var removed []string
 	for i := len(foo.Status.Conditions) - 1; i >= 0; i-- { // from the end: a removal shifts what follows
@@ -186,10 +186,10 @@ func StaleConditionsPatch(foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) 
 	return patch, removed, err
 }
 
-// StaleConditionOwners returns the field managers of foo, but for self's
+// staleConditionOwners returns the field managers of foo, but for self's
 // apply, that own fields of its conditions of the given types, sorted, as
 // "manager (operation)". An entry that cannot be read is skipped.
-func StaleConditionOwners(foo *samplev1beta1.Foo, types []string, self string) []string {
+func staleConditionOwners(foo *samplev1beta1.Foo, types []string, self string) []string {
 	var owners []string
 	for _, e := range foo.ManagedFields {
 		if e.FieldsV1 == nil || (e.Manager == self && e.Operation == metav1.ManagedFieldsOperationApply) {

@@ -59,8 +59,8 @@ func TestStatusKept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := readyStatus()
 			tc.change(&got)
-			if kept := StatusKept(got, readyStatus()); kept != tc.kept {
-				t.Errorf("StatusKept = %t, want %t", kept, tc.kept)
+			if kept := statusKept(got, readyStatus()); kept != tc.kept {
+				t.Errorf("statusKept = %t, want %t", kept, tc.kept)
 			}
 		})
 	}
@@ -100,7 +100,7 @@ func TestStaleConditionsPatch(t *testing.T) {
 			if err := json.Unmarshal(tc.have, &typed); err != nil {
 				t.Fatal(err)
 			}
-			patch, removed, err := StaleConditionsPatch(&typed, want)
+			patch, removed, err := staleConditionsPatch(&typed, want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,8 +154,8 @@ func TestStaleConditionOwners(t *testing.T) {
 		entry("broken", metav1.ManagedFieldsOperationUpdate, `not json`),
 		{Manager: "empty"},
 	}}}
-	got := StaleConditionOwners(foo, []string{samplev1beta1.ConditionReconciling, samplev1beta1.ConditionStalled}, "foo-controller")
+	got := staleConditionOwners(foo, []string{samplev1beta1.ConditionReconciling, samplev1beta1.ConditionStalled}, "foo-controller")
 	if want := []string{"foo-controller (Update)", "status-auditor (Apply)"}; !slices.Equal(got, want) {
-		t.Errorf("StaleConditionOwners = %q, want %q", got, want)
+		t.Errorf("staleConditionOwners = %q, want %q", got, want)
 	}
 }

@@ -316,7 +316,7 @@ type applyOutcome int
 
 const (
 	applyWrote   applyOutcome = iota // the apply wrote want
-	applyKept                        // it succeeded, and left something of ours that want does not have (!StatusKept)
+	applyKept                        // it succeeded, and left something of ours that want does not have (!statusKept)
 	applyRefused                     // it was refused as invalid: what it left was a partial condition
 )
 
@@ -331,7 +331,7 @@ func (s *fooServer) writeStatus(t *testing.T, want samplev1beta1.FooStatus, heal
 	if !heal {
 		err := s.applyStatus(toUnstructured(t, StatusApply(foo, want)), controllerManager, true)
 		switch {
-		case err == nil && StatusKept(s.foo(t).Status, want):
+		case err == nil && statusKept(s.foo(t).Status, want):
 			return applyWrote, nil
 		case err == nil:
 			return applyKept, nil
@@ -550,7 +550,7 @@ func checkWrite(before, after *samplev1beta1.Foo, want samplev1beta1.FooStatus) 
 		return err
 	case validateFoo(&unstructured.Unstructured{Object: u}) != nil:
 		return fmt.Errorf("the Foo is invalid after the status write: %w", validateFoo(&unstructured.Unstructured{Object: u}))
-	case !StatusKept(after.Status, want):
+	case !statusKept(after.Status, want):
 		return fmt.Errorf("the status write did not write the status")
 	case !equality.Semantic.DeepEqual(foreignConditions(before.Status), foreignConditions(after.Status)):
 		return fmt.Errorf("the status write changed another writer's conditions")
@@ -679,7 +679,7 @@ func TestStatusOwnershipStatesTheApplyAloneCannotWrite(t *testing.T) {
 		if sc.outcome == applyWrote {
 			continue
 		}
-		if StatusKept(sc.after.Status, sc.want) {
+		if statusKept(sc.after.Status, sc.want) {
 			t.Errorf("seed %d: the apply alone %s, yet the status is the one wanted\n%s", seed, sc.outcome, sc)
 		}
 		owners := "before-first-apply (the managed fields were empty: this apply created it)"
@@ -704,11 +704,11 @@ func TestStatusOwnershipStatesTheApplyAloneCannotWrite(t *testing.T) {
 // controller's apply, that own fields of a condition of ours that foo has
 // and want does not: those whose ownership keeps it.
 func droppedConditionOwners(t *testing.T, foo *samplev1beta1.Foo, want samplev1beta1.FooStatus) []string {
-	_, removed, err := StaleConditionsPatch(foo, want)
+	_, removed, err := staleConditionsPatch(foo, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return StaleConditionOwners(foo, removed, controllerManager)
+	return staleConditionOwners(foo, removed, controllerManager)
 }
 
 // TestStatusOwnershipOfTheControllersOwnHeal: the repair's patch is an
@@ -739,7 +739,7 @@ func TestStatusOwnershipOfTheControllersOwnHeal(t *testing.T) {
 		t.Helper()
 		before := s.foo(t)
 		o, err := s.writeStatus(t, want, true)
-		if err != nil || o != expect || !StatusKept(s.foo(t).Status, want) {
+		if err != nil || o != expect || !statusKept(s.foo(t).Status, want) {
 			t.Fatalf("writing %s: the apply %s (want %s), err %v; now %s, managed fields:%s",
 				statusString(want), o, expect, err, statusString(s.foo(t).Status), s.managedFieldsString())
 		}

@@ -200,7 +200,7 @@ func reads(foo *samplev1beta1.Foo, d *DeploymentView) map[string]any {
 		"OwnedValues":             OwnedValues(foo, d),
 		"RemovingStraysConverges": RemovingStraysConverges(foo, d),
 		"Classify":                Classify(d, foo),
-		"LeftBehind":              LeftBehind(d, foo),
+		"leftBehind":              leftBehind(d, foo),
 		"ControllerFoo":           ControllerFoo(d),
 		"IsControlledBy":          IsControlledBy(d, foo.UID),
 		"meta": []any{d.Name, d.Namespace, d.UID, d.ResourceVersion, d.Generation,

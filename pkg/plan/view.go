@@ -39,16 +39,16 @@ import (
 // Reference instead.
 type DeploymentView struct {
 	metav1.ObjectMeta `json:"metadata"`
-	Spec              DeploymentViewSpec   `json:"spec"`
-	Status            DeploymentViewStatus `json:"status"`
+	Spec              deploymentViewSpec   `json:"spec"`
+	Status            deploymentViewStatus `json:"status"`
 }
 
-// DeploymentViewSpec is what the controller reads of a Deployment's spec.
-type DeploymentViewSpec struct {
+// deploymentViewSpec is what the controller reads of a Deployment's spec.
+type deploymentViewSpec struct {
 	Replicas        *int32 `json:"replicas,omitempty"`
 	MinReadySeconds int32  `json:"minReadySeconds,omitempty"`
 	// ProgressDeadlineSeconds is compared only when the controller
-	// declares it (ProgressDeadline); 0 for unset, which the API server's
+	// declares it (progressDeadline); 0 for unset, which the API server's
 	// default (600) never leaves it. A value, not a pointer: one
 	// allocation less per cached Deployment.
 	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
@@ -56,50 +56,50 @@ type DeploymentViewSpec struct {
 	// Deployment the API server has not defaulted) is not.
 	RevisionHistoryLimit *int32                `json:"revisionHistoryLimit,omitempty"`
 	Selector             *metav1.LabelSelector `json:"selector,omitempty"`
-	Template             PodTemplateView       `json:"template"`
+	Template             podTemplateView       `json:"template"`
 }
 
-// PodTemplateView is what the controller reads of the pod template: its
+// podTemplateView is what the controller reads of the pod template: its
 // labels and its containers.
-type PodTemplateView struct {
-	PodTemplateMetaView `json:"metadata"`
-	Spec                PodSpecView `json:"spec"`
+type podTemplateView struct {
+	podTemplateMetaView `json:"metadata"`
+	Spec                podSpecView `json:"spec"`
 }
 
-// PodTemplateMetaView is the pod template's metadata: its labels.
-type PodTemplateMetaView struct {
+// podTemplateMetaView is the pod template's metadata: its labels.
+type podTemplateMetaView struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// PodSpecView holds every container of the pod template, in order, so
+// podSpecView holds every container of the pod template, in order, so
 // that the index of a container in a JSON patch's path is right; only the
 // controller's own container keeps its image and ports.
-type PodSpecView struct {
-	Containers []ContainerView `json:"containers"`
+type podSpecView struct {
+	Containers []containerView `json:"containers"`
 }
 
-// ContainerView is a container's name and, for ours, image and ports.
-type ContainerView struct {
+// containerView is a container's name and, for ours, image and ports.
+type containerView struct {
 	Name  string                 `json:"name"`
 	Image string                 `json:"image,omitempty"`
 	Ports []corev1.ContainerPort `json:"ports,omitempty"`
 }
 
-// DeploymentViewStatus is what the controller reads of a Deployment's
+// deploymentViewStatus is what the controller reads of a Deployment's
 // status: the counts and, of the Progressing and Available conditions,
 // type, status and reason.
-type DeploymentViewStatus struct {
+type deploymentViewStatus struct {
 	ObservedGeneration int64                     `json:"observedGeneration,omitempty"`
 	Replicas           int32                     `json:"replicas,omitempty"`
 	UpdatedReplicas    int32                     `json:"updatedReplicas,omitempty"`
 	ReadyReplicas      int32                     `json:"readyReplicas,omitempty"`
 	AvailableReplicas  int32                     `json:"availableReplicas,omitempty"`
-	Conditions         []DeploymentConditionView `json:"conditions,omitempty"`
+	Conditions         []deploymentConditionView `json:"conditions,omitempty"`
 }
 
-// DeploymentConditionView is a Deployment condition without its message
+// deploymentConditionView is a Deployment condition without its message
 // and times.
-type DeploymentConditionView struct {
+type deploymentConditionView struct {
 	Type   appsv1.DeploymentConditionType `json:"type"`
 	Status corev1.ConditionStatus         `json:"status"`
 	Reason string                         `json:"reason,omitempty"`
@@ -122,13 +122,13 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 			DeletionTimestamp: dep.DeletionTimestamp.DeepCopy(),
 			Labels:            internKeys(dep.Labels),
 		},
-		Spec: DeploymentViewSpec{
+		Spec: deploymentViewSpec{
 			Replicas:                cloneInt32(dep.Spec.Replicas),
 			MinReadySeconds:         dep.Spec.MinReadySeconds,
 			ProgressDeadlineSeconds: ptr.Deref(dep.Spec.ProgressDeadlineSeconds, 0),
 			RevisionHistoryLimit:    cloneInt32(dep.Spec.RevisionHistoryLimit),
 		},
-		Status: DeploymentViewStatus{
+		Status: deploymentViewStatus{
 			ObservedGeneration: dep.Status.ObservedGeneration,
 			Replicas:           dep.Status.Replicas,
 			UpdatedReplicas:    dep.Status.UpdatedReplicas,
@@ -153,7 +153,7 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 		out.Spec.Selector.MatchLabels = shared(internKeys(sel.MatchLabels), out.Labels, out.Spec.Template.Labels)
 	}
 	if n := len(dep.Spec.Template.Spec.Containers); n > 0 {
-		out.Spec.Template.Spec.Containers = make([]ContainerView, n)
+		out.Spec.Template.Spec.Containers = make([]containerView, n)
 		for i, c := range dep.Spec.Template.Spec.Containers {
 			kept := &out.Spec.Template.Spec.Containers[i]
 			kept.Name = intern(c.Name)
@@ -168,7 +168,7 @@ func NewDeploymentView(dep *appsv1.Deployment) *DeploymentView {
 	}
 	for _, c := range dep.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing || c.Type == appsv1.DeploymentAvailable {
-			out.Status.Conditions = append(out.Status.Conditions, DeploymentConditionView{
+			out.Status.Conditions = append(out.Status.Conditions, deploymentConditionView{
 				Type:   appsv1.DeploymentConditionType(intern(string(c.Type))),
 				Status: corev1.ConditionStatus(intern(string(c.Status))), Reason: intern(c.Reason)})
 		}

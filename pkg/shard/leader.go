@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -31,7 +32,12 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 	gone := map[string]time.Time{} // holder with no member Lease → first missed
 	waiting := false
 	var clearSince time.Time // when the Leases first showed no slot held
-	for {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// A look at once, then one retryPeriod after each ends (sliding: a
+	// List that took its whole retryPeriod is not followed by another at
+	// once), until ctx is done or the look finds the slots released.
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		lctx, cancel := context.WithTimeout(ctx, retryPeriod)
 		list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: labels.Set{GroupLabel: group}.String()})
 		cancel()
@@ -42,12 +48,7 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 			// Transient or not, starting without knowing could give a slot
 			// two writers: try again.
 			logger.Info("Could not list the shard group's Leases before starting work; trying again", "err", err.Error())
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(retryPeriod):
-			}
-			continue
+			return
 		}
 		now := time.Now()
 		members := map[string]bool{}
@@ -96,6 +97,7 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 			if waiting {
 				logger.Info("Sharded replicas have handed every slot over; starting work")
 			}
+			stop()
 			return
 		}
 		if len(held) > 0 && !waiting {
@@ -103,10 +105,5 @@ func WaitForSlotsReleased(ctx context.Context, client kubernetes.Interface, grou
 				"slotsHeld", len(held), "group", group)
 			waiting = true
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(retryPeriod):
-		}
-	}
+	}, retryPeriod)
 }

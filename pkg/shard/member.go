@@ -19,9 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -973,26 +975,37 @@ func (m *Member) renew(ctx context.Context, leases leaseClient, self *coordinati
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RetryPeriod)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
+	// Two writes at most (Steps: 2), the second at once after the read
+	// (no Duration: no wait): the conflict is with our own renewal, no
+	// other writer to back off from. A conflict on the second is
+	// returned, as is any other error.
+	var renewed *coordinationv1.Lease
+	reread := false
+	err := retry.RetryOnConflict(wait.Backoff{Steps: 2}, func() error {
+		var err error
+		if reread {
+			if self, err = leases.Get(ctx, self.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			if holder := ptr.Deref(self.Spec.HolderIdentity, ""); holder != m.cfg.Identity {
+				return fmt.Errorf("the member Lease names %q: %w", holder, errTaken)
+			}
+		}
+		reread = true
 		l := self.DeepCopy()
 		now := metav1.NewMicroTime(time.Now())
 		l.Spec.RenewTime = &now
 		sentAt := time.Now()
-		renewed, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-		if err == nil {
-			m.fence.Renewed(sentAt)
-			return renewed, nil
+		if renewed, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			return err
 		}
-		if !apierrors.IsConflict(err) || attempt > 0 {
-			return nil, err
-		}
-		if self, err = leases.Get(ctx, self.Name, metav1.GetOptions{}); err != nil {
-			return nil, err
-		}
-		if holder := ptr.Deref(self.Spec.HolderIdentity, ""); holder != m.cfg.Identity {
-			return nil, fmt.Errorf("the member Lease names %q: %w", holder, errTaken)
-		}
+		m.fence.Renewed(sentAt)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return renewed, nil
 }
 
 // errTaken is why a member is lost when its own Lease was taken over.

@@ -837,3 +837,41 @@ func TestRebalanceRestoresAnUnlabelledLayoutLease(t *testing.T) {
 		t.Errorf("cuts %q (%v), want balanced ones", got.Annotations[CutsAnnotation], err)
 	}
 }
+
+// TestWaitForSlotsReleased: the first look is at once; a List that fails
+// is tried again a retryPeriod after it; a slot a live member holds is
+// waited for until ctx ends.
+func TestWaitForSlotsReleased(t *testing.T) {
+	inNS := func(l *coordinationv1.Lease) *coordinationv1.Lease { l.Namespace = "ns"; return l }
+	// wait runs WaitForSlotsReleased with its first refused Lists refused.
+	wait := func(t *testing.T, client *fake.Clientset, refused int, ctxTimeout, retryPeriod time.Duration) (lists int, took time.Duration) {
+		t.Helper()
+		client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if lists++; lists <= refused {
+				return true, nil, errors.New("refused")
+			}
+			return false, nil, nil
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), ctxTimeout)
+		defer cancel()
+		start := time.Now()
+		WaitForSlotsReleased(ctx, client, "g", "ns", time.Minute, retryPeriod)
+		return lists, time.Since(start)
+	}
+	t.Run("none held: the first look, at once", func(t *testing.T) {
+		if lists, took := wait(t, fake.NewClientset(), 0, 10*time.Second, time.Hour); lists != 1 || took > 5*time.Second {
+			t.Errorf("returned after %v, %d lists; want at the first", took, lists)
+		}
+	})
+	t.Run("lists refused twice: tried again a retry period later", func(t *testing.T) {
+		if lists, took := wait(t, fake.NewClientset(), 2, 10*time.Second, 50*time.Millisecond); lists != 3 || took < 100*time.Millisecond {
+			t.Errorf("returned after %v, %d lists; want the third, two retry periods on", took, lists)
+		}
+	})
+	t.Run("held by a live member: until ctx ends", func(t *testing.T) {
+		client := fake.NewClientset(inNS(lease("g-member-m", "member", "", "m", "1")), inNS(lease("g-slot-0", "slot", "0", "m", "1")))
+		if lists, took := wait(t, client, 0, 300*time.Millisecond, 50*time.Millisecond); took < 300*time.Millisecond || lists < 2 {
+			t.Errorf("returned after %v, %d lists; want at ctx's end", took, lists)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package storagemigrate
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"reflect"
 	"slices"
@@ -304,5 +305,31 @@ func TestRewriteMovesManagedFields(t *testing.T) {
 	wantUpdates := map[string]int{"plain": 1, "conflicted-once": 2, "overtaken": 1, "always-conflicted": conflictRetries + 1, "corrupt": 1, "deleted-meanwhile": 1}
 	if !maps.Equal(updates, wantUpdates) {
 		t.Errorf("updates %v, want %v", updates, wantUpdates)
+	}
+}
+
+// TestConflictWaitEndsWithCtx: a wait between tries after a conflict ends
+// when ctx does, with its cause, at once (not after the wait).
+func TestConflictWaitEndsWithCtx(t *testing.T) {
+	defer func(w time.Duration) { retryWait = w }(retryWait)
+	retryWait = time.Hour
+	stop := errors.New("stopped by the test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	updates := 0
+	c, _ := fixture(t, false, func(name string) error {
+		updates++
+		cancel(stop)
+		return apierrors.NewConflict(foos.GroupResource(), name, nil)
+	}, withFields("a", entry("gitops", metav1.ManagedFieldsOperationApply, alphaGV, `{"f:spec":{"f:old":{}}}`, 1)))
+	obj, err := c.Dynamic.Resource(foos).Namespace("ns").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, _, err := writeAgain(ctx, c.Dynamic.Resource(foos).Namespace("ns"), obj, betaGV, renamed, true); !errors.Is(err, stop) || updates != 1 {
+		t.Errorf("%v after %d updates; want the cause after the first", err, updates)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("returned after %v; want at once", took)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
@@ -137,54 +138,82 @@ var retryWait = 100 * time.Millisecond
 // version, and its managed fields are read again to be moved (a writer in
 // an old version may have added an entry).
 func writeAgain(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, to string, convs []FieldsConversion, all bool) (got outcome, moved bool, fieldsErr, err error) {
-	for attempt := 0; ; attempt++ {
-		moved, fieldsErr = MoveManagedFields(obj, to, convs)
-		switch {
-		case fieldsErr != nil && !all:
-			return unchanged, false, fieldsErr, nil
-		case !moved && attempt > 0:
-			return overtaken, false, fieldsErr, nil
-		case !moved && !all:
-			return unchanged, false, nil, nil
-		}
-		out, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
-		if err == nil && moved {
-			// The API server keeps the managed fields it has when it
-			// cannot read those a request sets: say so, rather than
-			// count them moved.
-			if left, ierr := MoveManagedFields(out.DeepCopy(), to, convs); ierr != nil || left {
-				moved, fieldsErr = false, errors.Join(errors.New("the API server kept its managed fields recorded in an older version"), ierr)
-			}
-		}
-		switch {
-		case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
-			return unchanged, false, fieldsErr, nil
-		case err == nil:
-			return written, moved, fieldsErr, nil
-		case apierrors.IsNotFound(err):
-			return gone, false, nil, nil
-		case apierrors.IsConflict(err) && len(convs) > 0 && attempt < conflictRetries:
-			select {
-			case <-ctx.Done():
-				return 0, false, nil, context.Cause(ctx)
-			case <-time.After(retryWait << attempt):
-			}
+	// One write, and conflictRetries more after conflicts: retryWait
+	// before the first of those, doubled for each next (100 ms to 1.6 s),
+	// without jitter. ExponentialBackoffWithContext rather than
+	// retry.OnError: its waits end when ctx does (OnError's sleep on).
+	backoff := wait.Backoff{Duration: retryWait, Factor: 2, Steps: conflictRetries + 1}
+	var conflict error // the last write's, when another writer came first
+	werr := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (done bool, _ error) {
+		if conflict != nil {
+			// Read the other writer's change, to move its managed
+			// fields too.
 			if obj, err = client.Get(ctx, obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				return gone, false, nil, nil
+				got, moved, fieldsErr, err = gone, false, nil, nil
+				return true, nil
 			} else if err != nil {
-				return 0, false, nil, err
+				got, moved, fieldsErr = 0, false, nil
+				return true, nil
 			}
-		case apierrors.IsConflict(err) && len(convs) > 0:
-			// Stored in the storage version by that writer; its managed
-			// fields left for the next run.
-			return overtaken, false, fmt.Errorf("changed by other writers %d times while its managed fields were moved: %w", conflictRetries+1, err), nil
-		case apierrors.IsConflict(err):
-			// Written by another since the list, after the storage
-			// version settled: in the new version (as
-			// kube-controller-manager's migration reasons too).
-			return overtaken, false, nil, nil
-		default:
-			return 0, false, nil, err
 		}
+		got, moved, fieldsErr, err = writeOnce(ctx, client, obj, to, convs, all, conflict != nil)
+		if apierrors.IsConflict(err) && len(convs) > 0 {
+			conflict = err
+			return false, nil
+		}
+		return true, nil
+	})
+	switch {
+	case werr == nil:
+		return got, moved, fieldsErr, err
+	case errors.Is(werr, context.Canceled) || errors.Is(werr, context.DeadlineExceeded):
+		// ctx ended before a write, in a wait between two most likely
+		// (the condition itself returns no error).
+		return 0, false, nil, context.Cause(ctx)
+	default:
+		// The steps ran out on a conflict. Stored in the storage version
+		// by that writer; its managed fields left for the next run.
+		return overtaken, false, fmt.Errorf("changed by other writers %d times while its managed fields were moved: %w", conflictRetries+1, conflict), nil
+	}
+}
+
+// writeOnce is one write of writeAgain's; again says that obj was read
+// again after a conflict. It returns the conflict of a write whose
+// managed fields are to be moved, for writeAgain to try again.
+func writeOnce(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, to string, convs []FieldsConversion, all, again bool) (got outcome, moved bool, fieldsErr, err error) {
+	moved, fieldsErr = MoveManagedFields(obj, to, convs)
+	switch {
+	case fieldsErr != nil && !all:
+		return unchanged, false, fieldsErr, nil
+	case !moved && again:
+		return overtaken, false, fieldsErr, nil
+	case !moved && !all:
+		return unchanged, false, nil, nil
+	}
+	out, err := client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err == nil && moved {
+		// The API server keeps the managed fields it has when it
+		// cannot read those a request sets: say so, rather than
+		// count them moved.
+		if left, ierr := MoveManagedFields(out.DeepCopy(), to, convs); ierr != nil || left {
+			moved, fieldsErr = false, errors.Join(errors.New("the API server kept its managed fields recorded in an older version"), ierr)
+		}
+	}
+	switch {
+	case err == nil && out.GetResourceVersion() == obj.GetResourceVersion():
+		return unchanged, false, fieldsErr, nil
+	case err == nil:
+		return written, moved, fieldsErr, nil
+	case apierrors.IsNotFound(err):
+		return gone, false, nil, nil
+	case apierrors.IsConflict(err) && len(convs) > 0:
+		return 0, false, nil, err
+	case apierrors.IsConflict(err):
+		// Written by another since the list, after the storage
+		// version settled: in the new version (as
+		// kube-controller-manager's migration reasons too).
+		return overtaken, false, nil, nil
+	default:
+		return 0, false, nil, err
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -38,10 +39,13 @@ func waitStoring(ctx context.Context, kube kubernetes.Interface, crd *apiextensi
 	defer cancel()
 	var since time.Time // when the hash last started to match
 	got := ""
-	for {
+	var failed error // the condition's: the poll's own error is ctx's end
+	// The first poll at once; a discovery that fails ends the wait.
+	err := wait.PollUntilContextCancel(ctx, min(o.PollEvery, o.Settle), true, func(ctx context.Context) (bool, error) {
 		resources, err := kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + served)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("discovering %s/%s: %w", crd.Spec.Group, served, err)
+			failed = fmt.Errorf("discovering %s/%s: %w", crd.Spec.Group, served, err)
+			return true, nil
 		}
 		got = ""
 		if resources != nil {
@@ -58,15 +62,15 @@ func waitStoring(ctx context.Context, kube kubernetes.Interface, crd *apiextensi
 			since = time.Now()
 			klog.FromContext(ctx).Info("The API server stores in the new version; letting requests begun before settle", "storageVersion", version, "settle", o.Settle)
 		case time.Since(since) >= o.Settle:
-			return nil
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the API server does not store %s in %s yet (discovery's storageVersionHash %q, want %q): %w",
-				crd.Spec.Names.Plural, version, got, want, context.Cause(ctx))
-		case <-time.After(min(o.PollEvery, o.Settle)):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the API server does not store %s in %s yet (discovery's storageVersionHash %q, want %q): %w",
+			crd.Spec.Names.Plural, version, got, want, context.Cause(ctx))
 	}
+	return failed
 }
 
 // storingWait bounds how long waitStoring waits, past Settle, for the API

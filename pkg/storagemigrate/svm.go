@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -99,33 +100,41 @@ func migrateOnServer(ctx context.Context, kube kubernetes.Interface, crd *apiext
 		logger.Info("Created a StorageVersionMigration; waiting for kube-controller-manager", "migration", svm.Name)
 	}
 	waiting := time.Now()
-	for {
+	reread := false  // the migration listed or created is looked at first
+	var failed error // the condition's: the poll's own error is ctx's end
+	err = wait.PollUntilContextCancel(ctx, o.PollEvery, true, func(ctx context.Context) (bool, error) {
+		if reread {
+			got, err := svms.Get(ctx, svm.Name, metav1.GetOptions{})
+			if err != nil {
+				failed = err
+				return true, nil
+			}
+			svm = got
+		}
+		reread = true
 		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationSucceeded)); c != nil && c.Status == metav1.ConditionTrue {
-			return svm.Name, nil
+			return true, nil
 		}
 		if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1beta1.MigrationFailed)); c != nil && c.Status == metav1.ConditionTrue {
-			return svm.Name, fmt.Errorf("StorageVersionMigration %s failed: %s: %s", svm.Name, c.Reason, c.Message)
+			failed = fmt.Errorf("StorageVersionMigration %s failed: %s: %s", svm.Name, c.Reason, c.Message)
+			return true, nil
 		}
 		// kube-controller-manager notes the resourceVersion to migrate up
 		// to as soon as it sees a migration, queued or not.
 		if svm.Status.ResourceVersion == "" && time.Since(waiting) > svmStartWait {
-			return svm.Name, fmt.Errorf("StorageVersionMigration %s not begun after %v (no status.resourceVersion): kube-controller-manager is not running its storage-version-migrator-controller, "+
+			failed = fmt.Errorf("StorageVersionMigration %s not begun after %v (no status.resourceVersion): kube-controller-manager is not running its storage-version-migrator-controller, "+
 				"or cannot list %s (a conversion webhook down?); its log says which. -method=rewrite needs neither; the migration left behind runs when it can",
 				svm.Name, svmStartWait, crd.Spec.Names.Plural)
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return svm.Name, fmt.Errorf("StorageVersionMigration %s not finished when this stopped waiting (%v); kube-controller-manager goes on with it, "+
-				"retrying the writes it could not make with a growing backoff (a conversion webhook down, for one: its log says why); run again to wait for it: %w",
-				svm.Name, conditionSummary(svm.Status.Conditions), context.Cause(ctx))
-		case <-time.After(o.PollEvery):
-		}
-		got, err := svms.Get(ctx, svm.Name, metav1.GetOptions{})
-		if err != nil {
-			return svm.Name, err
-		}
-		svm = got
+		return false, nil
+	})
+	if err != nil {
+		return svm.Name, fmt.Errorf("StorageVersionMigration %s not finished when this stopped waiting (%v); kube-controller-manager goes on with it, "+
+			"retrying the writes it could not make with a growing backoff (a conversion webhook down, for one: its log says why); run again to wait for it: %w",
+			svm.Name, conditionSummary(svm.Status.Conditions), context.Cause(ctx))
 	}
+	return svm.Name, failed
 }
 
 // svmStartWait is how long a StorageVersionMigration may go without a
@@ -173,33 +182,39 @@ func conditionSummary(cs []metav1.Condition) []string {
 // if the CRD's generation has not moved since the migration began, which
 // only it knows (the CRD's StorageMigrating condition).
 func waitTrimmedByServer(ctx context.Context, ext apiextensions.Interface, name string, res Result, pollEvery time.Duration) error {
-	deadline := time.Now().Add(trimWait)
-	for {
-		now, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading CRD %s after StorageVersionMigration %s: %w", name, res.Migration, err)
+	var (
+		now    *apiextensionsv1.CustomResourceDefinition // as last read
+		want   []string
+		failed error // the condition's: the poll's own error is a ctx's end
+	)
+	// The first read at once. Each read is under ctx, not the poll's
+	// deadline: one under way at trimWait ends as it would have.
+	werr := wait.PollUntilContextTimeout(ctx, pollEvery, trimWait, true, func(context.Context) (bool, error) {
+		var err error
+		if now, err = ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			failed = fmt.Errorf("reading CRD %s after StorageVersionMigration %s: %w", name, res.Migration, err)
+			return true, nil
 		}
 		storage, err := apihelpers.GetCRDStorageVersion(now)
 		if err != nil {
-			return fmt.Errorf("CRD %s: %w", name, err)
+			failed = fmt.Errorf("CRD %s: %w", name, err)
+			return true, nil
 		}
-		want := []string{storage}
-		if slices.Equal(now.Status.StoredVersions, want) {
-			return nil
+		want = []string{storage}
+		return slices.Equal(now.Status.StoredVersions, want), nil
+	})
+	switch {
+	case werr == nil:
+		return failed
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for storedVersions to be trimmed after StorageVersionMigration %s: %w", res.Migration, context.Cause(ctx))
+	default: // trimWait ran out
+		why := ""
+		if c := apihelpers.FindCRDCondition(now, apiextensionsv1.StorageMigrating); c != nil {
+			why = ": " + c.Message
 		}
-		if time.Now().After(deadline) {
-			why := ""
-			if c := apihelpers.FindCRDCondition(now, apiextensionsv1.StorageMigrating); c != nil {
-				why = ": " + c.Message
-			}
-			return fmt.Errorf("StorageVersionMigration %s succeeded, but kube-controller-manager left storedVersions %v, not %v (the CRD changed while it ran%s); run again",
-				res.Migration, now.Status.StoredVersions, want, why)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for storedVersions to be trimmed after StorageVersionMigration %s: %w", res.Migration, context.Cause(ctx))
-		case <-time.After(pollEvery):
-		}
+		return fmt.Errorf("StorageVersionMigration %s succeeded, but kube-controller-manager left storedVersions %v, not %v (the CRD changed while it ran%s); run again",
+			res.Migration, now.Status.StoredVersions, want, why)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -31,22 +32,23 @@ func PointAt(ctx context.Context, dyn dynamic.Interface, crd, url string) error 
 // WaitInjected waits until the CRD's conversion webhook has a caBundle
 // (a keeper injected its CA), for up to timeout.
 func WaitInjected(ctx context.Context, dyn dynamic.Interface, crd string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	var last error // why the last look found no caBundle
+	// The first look at once. Each read is under ctx, not the poll's
+	// deadline: one under way at timeout ends, and says why, as before.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		got, err := dyn.Resource(CRDs).Get(ctx, crd, metav1.GetOptions{})
 		if err == nil {
 			if b, webhook := caBundleOf(got); webhook && len(b) > 0 {
-				return nil
+				return true, nil
 			}
 			err = errors.New("no caBundle in its conversion webhook")
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD %s, %v on: %w", crd, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		last = err
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		// The timeout, not ctx, ended it.
+		return fmt.Errorf("CRD %s, %v on: %w", crd, timeout, last)
 	}
+	return err
 }

@@ -1,4 +1,7 @@
-package main
+// Package startup holds the controller's start-up checks: run once, before
+// any informer starts, so that a controller that cannot work says why and
+// exits, rather than retrying forever while looking healthy.
+package startup
 
 import (
 	"context"
@@ -22,11 +25,7 @@ import (
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
-// The start-up checks: run once, before any informer starts, so that a
-// controller that cannot work says why and exits, rather than retrying
-// forever while looking healthy.
-
-// checkAPI fails, with one clear message, when the Foo CRD is not installed
+// CheckAPI fails, with one clear message, when the Foo CRD is not installed
 // or we may not list what we watch: otherwise the informers would retry
 // forever and the process would look healthy while doing nothing. An API
 // server that is away (connection refused or reset, no answer in time, a
@@ -36,7 +35,7 @@ import (
 // it out instead of crash-looping. Anything else (a wrong address or CA,
 // no CRD, no permission) is an error at once. A signal while waiting ends
 // it with the context's cause, a clean stop.
-func checkAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time.Duration) error {
+func CheckAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time.Duration) error {
 	logger := klog.FromContext(ctx)
 	deadline := time.Now().Add(wait)
 	backoff := apiwait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
@@ -65,13 +64,13 @@ func checkAPI(ctx context.Context, cfg *rest.Config, namespace string, wait time
 	}
 }
 
-// apiStartupWait bounds how long start-up waits for an API server that is
-// away (see checkAPI); apiTryTimeout bounds one try. The probes are served
+// APIWait bounds how long start-up waits for an API server that is away
+// (see CheckAPI); apiTryTimeout bounds one try. The probes are served
 // meanwhile, /healthz passing, so that a liveness probe does not cut the
 // wait short.
 const (
-	apiStartupWait = 30 * time.Second
-	apiTryTimeout  = 15 * time.Second
+	APIWait       = 30 * time.Second
+	apiTryTimeout = 15 * time.Second
 )
 
 // apiAway reports whether err says the API server is away for now rather
@@ -138,7 +137,7 @@ func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error
 		return err
 	}
 	// The namespaces informer lists cluster-wide, or -namespace's alone
-	// (see startNamespaceInformer): a Role in that namespace cannot grant it.
+	// (see startNamespaceInformer, in main.go): a Role in that namespace cannot grant it.
 	nsList := one
 	if namespace != "" {
 		nsList.FieldSelector = fields.OneTermEqualSelector("metadata.name", namespace).String()
