@@ -27,7 +27,7 @@ import (
 // Foo's journey, in the log") true: it runs the page's scenario against the
 // controller built from this tree, with the page's flags, and checks that
 // every log line the page quotes is one this run logged, in the page's
-// order where the order is causal (see checkHowItWorks).
+// order where the order is causal (see threadOf).
 //
 // To recapture the page, set FOO_HOWITWORKS_LOG to a file: the run's log
 // (and what kubectl describe showed) is written there, from a controller
@@ -154,13 +154,20 @@ func (s *scenario) runHowItWorks(bin string) howItWorksRun {
 	if out, err := s.kubectl("delete", "foo", howItWorksFoo); err != nil {
 		t.Fatalf("kubectl delete: %v: %s", err, out)
 	}
+	deleted, polls := time.Now(), 0
 	s.eventually(time.Minute, "the garbage collector to delete the Deployment", func() (bool, string) {
+		polls++
 		_, err := s.getDeployment(howItWorksFoo)
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
 		return false, fmt.Sprintf("the Deployment is still there (%v)", err)
 	})
+	if polls == 1 {
+		t.Logf("the garbage collector had deleted the Deployment when kubectl delete returned")
+	} else {
+		t.Logf("the garbage collector deleted the Deployment %v after kubectl delete returned", time.Since(deleted).Round(100*time.Millisecond))
+	}
 	s.waitQuiet(p, time.Second)
 	if err := p.stop(30 * time.Second); err != nil {
 		t.Fatalf("the controller did not exit 0 on SIGTERM: %v\n%s", err, p.tail(30))
@@ -233,7 +240,7 @@ func (s *scenario) waitQuiet(p *process, quiet time.Duration) {
 
 // klogLine is one klog line, normalized: the header keeps the severity and
 // the file name, not the time, the pid or the line number; the values that
-// vary from run to run are replaced by "…" (see normalizeValues).
+// vary from run to run are replaced by "…" (see runVarying).
 type klogLine struct {
 	at   int    // line number: in the page, or in the run's log
 	raw  string // as written
@@ -384,13 +391,14 @@ func readHowItWorks(t *testing.T, path string) howItWorksPage {
 //     nothing to do need only occur: how many there are depends on how
 //     many steps the Deployment controller and kwok take.
 //   - The process's own start-up and shut-down: every line that is no
-//     other thread's (main, checkAPI's requests, Run, the cache sync wait).
+//     other thread's (run and main, the requests of startup.CheckAPI, the
+//     controller's Run and its wait for the caches).
 //   - Each informer's reflector: its lines that name the type, and its
 //     watch request.
 //
 // Unordered: the Event requests (sent from the broadcaster's goroutine),
 // "Exiting watch…" (it does not say which informer logs it) and client-go's
-// feature gates.
+// feature gates (logged in no fixed order).
 func threadOf(l klogLine) string {
 	switch {
 	case l.foo != "":
