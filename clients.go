@@ -5,53 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
-
-// kubeconfig is kubectl's loader: -kubeconfig, else $KUBECONFIG (a list
-// of files, merged), else, with -master alone, ~/.kube/config; -master
-// overrides the server address. With none of them given, no file is read:
-// in a cluster, the Pod's service account.
-func kubeconfig(o options) clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	if inCluster(o) {
-		rules = &clientcmd.ClientConfigLoadingRules{}
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{ClusterInfo: clientcmdapi.Cluster{Server: o.master}})
-}
-
-// inCluster: no -kubeconfig, -master or $KUBECONFIG, so the service
-// account's config (and leader election on by default).
-func inCluster(o options) bool {
-	return o.kubeconfig == "" && o.master == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == ""
-}
-
-// clientConfig is the REST config every client starts from, its user agent
-// naming this process (identity) so that an operator can tell in the API
-// server's audit log which replica sent a request.
-func clientConfig(o options, identity string) (*rest.Config, error) {
-	cfg, err := kubeconfig(o).ClientConfig()
-	if clientcmd.IsEmptyConfig(err) {
-		return nil, fmt.Errorf("no -kubeconfig, -master or $KUBECONFIG given, and not running in a cluster: %w", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	cfg.UserAgent = fmt.Sprintf("%s (%s)", controllerName, identity)
-	return cfg, nil
-}
 
 // newLeaseClient is the client that renews Leases: outside any write
 // guard (the guard is built on its renewals) and outside any client-side

@@ -13,6 +13,7 @@ import (
 
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/options"
 	"example.com/foo-controller/pkg/shard"
 )
 
@@ -48,12 +49,12 @@ func runLeaderElected(ctx context.Context, lc leader.Config, leaseClient kuberne
 // writeGuardFor returns the guard of this process's writes: a shard
 // member's (-shard-slots, also returned), the leader's fence (-leader-elect,
 // set in lc), or none.
-func writeGuardFor(o options, lc *leader.Config, leaseClient kubernetes.Interface) (*shard.Member, writeGuard, error) {
+func writeGuardFor(o options.Options, lc *leader.Config, leaseClient kubernetes.Interface) (*shard.Member, writeGuard, error) {
 	switch {
-	case o.shardSlots > 0:
+	case o.ShardSlots > 0:
 		m, err := newMember(o, *lc, leaseClient)
 		return m, m, err
-	case o.leaderElect:
+	case o.LeaderElect:
 		lc.Fence = leader.NewFence(*lc)
 		return nil, lc.Fence, nil
 	}
@@ -62,11 +63,11 @@ func writeGuardFor(o options, lc *leader.Config, leaseClient kubernetes.Interfac
 
 // newMember makes this process a member of the shard group named by the
 // leader Lease's flags (see docs/sharding.md).
-func newMember(o options, lc leader.Config, leaseClient kubernetes.Interface) (*shard.Member, error) {
+func newMember(o options.Options, lc leader.Config, leaseClient kubernetes.Interface) (*shard.Member, error) {
 	m, err := shard.NewMember(leaseClient, shard.Config{
-		Group: lc.LeaseName, Namespace: lc.LeaseNamespace, Slots: shard.Slots(o.shardSlots), Identity: lc.Identity,
+		Group: lc.LeaseName, Namespace: lc.LeaseNamespace, Slots: shard.Slots(o.ShardSlots), Identity: lc.Identity,
 		LeaseDuration: lc.LeaseDuration, RenewDeadline: lc.RenewDeadline, RetryPeriod: lc.RetryPeriod,
-		Rebalance: o.shardRebalance, RebalanceEvery: o.shardEvery,
+		Rebalance: o.ShardRebalance, RebalanceEvery: o.ShardEvery,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("joining the shard group: %w", err)
@@ -78,10 +79,10 @@ func newMember(o options, lc leader.Config, leaseClient kubernetes.Interface) (*
 // for each slot it holds, the same Controller as a single leader runs, over
 // the slot's informers and a workqueue of its own, whose keys each hold
 // one of the replica's -workers tokens (pkg/shard, docs/sharding.md).
-func runSharded(ctx context.Context, o options, member *shard.Member, cs *clients,
+func runSharded(ctx context.Context, o options.Options, member *shard.Member, cs *clients,
 	recorder events.EventRecorder, namespaces coreinformers.NamespaceInformer, ready *atomic.Pointer[func() error]) error {
 	return shard.RunSlots(ctx, member, shard.SlotsConfig{
-		Name: controllerName, Kube: cs.kube, Foos: cs.foo, Namespace: o.namespace, Resync: o.resyncPeriod, Workers: o.workers,
+		Name: controllerName, Kube: cs.kube, Foos: cs.foo, Namespace: o.Namespace, Resync: o.ResyncPeriod, Workers: o.Workers,
 		NewController: func(ctx context.Context, inf shard.SlotInformers, queueName string, pool *semaphore.Weighted) (shard.SlotController, error) {
 			q := newQueue(queueName)
 			q.TypedRateLimitingInterface = shard.Pooled(ctx, q.TypedRateLimitingInterface, pool)

@@ -34,13 +34,14 @@ import (
 	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/options"
 	"example.com/foo-controller/pkg/shard"
 	"example.com/foo-controller/pkg/startup"
 	"example.com/foo-controller/pkg/webhook"
 )
 
 func main() {
-	opts, err := parseFlags(os.Args[1:])
+	opts, err := options.Parse(controllerName, os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -48,7 +49,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "foo-controller: %v (see -help)\n", err)
 		os.Exit(2)
 	}
-	if opts.printVersion {
+	if opts.PrintVersion {
 		fmt.Println(buildinfo.Read().Line())
 		return
 	}
@@ -95,17 +96,17 @@ func signalContext(parent context.Context) context.Context {
 // its own, one call each: the start-up checks (pkg/startup), the build's
 // version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
 // probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
-func run(ctx context.Context, o options) (err error) {
+func run(ctx context.Context, o options.Options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := buildinfo.Read()
 	metrics.Register(b.Version, b.Revision)
 
 	identity := leader.Identity()
-	cfg, err := clientConfig(o, identity)
+	cfg, err := o.ClientConfig(controllerName, identity)
 	if err != nil {
 		return err
 	}
-	lc := leaseConfig(o, identity)
+	lc := o.LeaseConfig(identity)
 	leaseClient, err := newLeaseClient(cfg)
 	if err != nil {
 		return err
@@ -120,24 +121,24 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
+	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.LeaderElect, "shardSlots", o.ShardSlots,
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.webhookAddr,
-		Namespace: lc.LeaseNamespace, Secret: o.webhookSecret, Hosts: o.webhookHosts, InCluster: inCluster(o)})
+	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.WebhookAddr,
+		Namespace: lc.LeaseNamespace, Secret: o.WebhookSecret, Hosts: o.WebhookHosts, InCluster: o.InCluster()})
 	if err != nil {
 		return err
 	}
 	defer stopWebhook() // last: it answers through the drain
 	var ready atomic.Pointer[func() error]
-	if err := metrics.ServeProbes(ctx, o.probeAddr, liveness(electionHealth, member), &ready, webhookReady); err != nil {
+	if err := metrics.ServeProbes(ctx, o.ProbeAddr, liveness(electionHealth, member), &ready, webhookReady); err != nil {
 		return err
 	}
-	if err := metrics.ServeMetrics(ctx, cfg, metrics.Endpoint{Addr: o.metricsAddr, Secure: o.metricsSecure, Profiling: o.profiling}); err != nil {
+	if err := metrics.ServeMetrics(ctx, cfg, metrics.Endpoint{Addr: o.MetricsAddr, Secure: o.MetricsSecure, Profiling: o.Profiling}); err != nil {
 		return err
 	}
-	if err := startup.CheckAPI(ctx, cs.config, o.namespace, startup.APIWait); err != nil {
+	if err := startup.CheckAPI(ctx, cs.config, o.Namespace, startup.APIWait); err != nil {
 		return err
 	}
 	recorder, sender, err := eventsink.Start(ctx, cs.events, samplev1beta1.Install, controllerName)
@@ -169,15 +170,15 @@ func run(ctx context.Context, o options) (err error) {
 	// reason.
 	stopInformers := start(ctx)
 	defer func() { stopInformers(errors.Is(err, leader.ErrLost)) }()
-	if o.leaderElect {
+	if o.LeaderElect {
 		lc.OnLost = sender.Drop
 		return runLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
-			return controller.Run(ctx, o.workers)
+			return controller.Run(ctx, o.Workers)
 		})
 	}
 	metrics.Leader.Set(1)
 	defer metrics.Leader.Set(0)
-	return controller.Run(ctx, o.workers)
+	return controller.Run(ctx, o.Workers)
 }
 
 // readyWhen is the readiness of one leader's (or standby's) controller.
@@ -191,25 +192,6 @@ func readyWhen(synced func() bool) *func() error {
 	return &check
 }
 
-// leaseConfig is the leader Lease's flags (a shard group's too), with this
-// process's identity and the namespace filled in: by default the Pod's own
-// in a cluster (as clientcmd reads it: $POD_NAMESPACE, else the service
-// account's), else "default", whatever the kubeconfig's context names, so
-// that replicas of any version run outside a cluster meet in one Lease.
-func leaseConfig(o options, identity string) leader.Config {
-	lc := o.lease
-	lc.Identity = identity
-	if lc.LeaseNamespace == "" {
-		lc.LeaseNamespace = metav1.NamespaceDefault
-		if inCluster(o) {
-			if ns, _, err := kubeconfig(o).Namespace(); err == nil && ns != "" {
-				lc.LeaseNamespace = ns
-			}
-		}
-	}
-	return lc
-}
-
 // newInformers returns the informers of the Deployments and Foos, their
 // watch failures counted (metrics.CountWatchErrors), and start, which starts them
 // and returns the function that stops them.
@@ -221,11 +203,11 @@ func leaseConfig(o options, identity string) leader.Config {
 // hand each cached Deployment to a handler that drops re-deliveries (at
 // 100,000 that is a walk of the whole cache, with its indexes recomputed,
 // for nothing).
-func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
+func newInformers(o options.Options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
 	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
-		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
-	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.resyncPeriod,
-		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
+		kubeinformers.WithNamespace(o.Namespace), kubeinformers.WithTransform(cachetrim.Transform))
+	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.ResyncPeriod,
+		fooinformers.WithNamespace(o.Namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
 	foos := fooInformerFactory.Samplecontroller().V1beta1().Foos()
 	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
@@ -254,12 +236,12 @@ func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, foo
 // live in (only -namespace's, if set), which tells the controller which
 // are being deleted (see WithNamespaces). It stops with ctx. Namespaces
 // are few and small: its cache costs little beside the Foos'.
-func startNamespaceInformer(ctx context.Context, o options, cs *clients) (coreinformers.NamespaceInformer, error) {
+func startNamespaceInformer(ctx context.Context, o options.Options, cs *clients) (coreinformers.NamespaceInformer, error) {
 	factory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
 		kubeinformers.WithTransform(cachetrim.Transform),
 		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			if o.namespace != "" {
-				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.namespace).String()
+			if o.Namespace != "" {
+				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.Namespace).String()
 			}
 		}))
 	namespaces := factory.Core().V1().Namespaces()
