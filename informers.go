@@ -17,6 +17,7 @@ import (
 	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/options"
+	"example.com/foo-controller/pkg/replicas"
 )
 
 // newInformers returns the informers of the Deployments and Foos, their
@@ -30,10 +31,10 @@ import (
 // hand each cached Deployment to a handler that drops re-deliveries (at
 // 100,000 that is a walk of the whole cache, with its indexes recomputed,
 // for nothing).
-func newInformers(o options.Options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
-	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
+func newInformers(o options.Options, cs *replicas.Clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
+	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.Kube, 0,
 		kubeinformers.WithNamespace(o.Namespace), kubeinformers.WithTransform(cachetrim.Transform))
-	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.ResyncPeriod,
+	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.Foo, o.ResyncPeriod,
 		fooinformers.WithNamespace(o.Namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
 	foos := fooInformerFactory.Samplecontroller().V1beta1().Foos()
@@ -63,8 +64,8 @@ func newInformers(o options.Options, cs *clients) (appsinformers.DeploymentInfor
 // live in (only -namespace's, if set), which tells the controller which
 // are being deleted (see WithNamespaces). It stops with ctx. Namespaces
 // are few and small: its cache costs little beside the Foos'.
-func startNamespaceInformer(ctx context.Context, o options.Options, cs *clients) (coreinformers.NamespaceInformer, error) {
-	factory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
+func startNamespaceInformer(ctx context.Context, o options.Options, cs *replicas.Clients) (coreinformers.NamespaceInformer, error) {
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.Kube, 0,
 		kubeinformers.WithTransform(cachetrim.Transform),
 		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			if o.Namespace != "" {

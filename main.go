@@ -26,6 +26,7 @@ import (
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
 	"example.com/foo-controller/pkg/options"
+	"example.com/foo-controller/pkg/replicas"
 	"example.com/foo-controller/pkg/shard"
 	"example.com/foo-controller/pkg/startup"
 	"example.com/foo-controller/pkg/webhook"
@@ -82,11 +83,12 @@ func signalContext(parent context.Context) context.Context {
 // run is the controller's start-up, in sample-controller's order: the
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
-// itself lives beside it: the clients and the write guard in clients.go,
-// leader election and sharding in ha.go (the shards' slots in pkg/shard); or in packages of
-// its own, one call each: the start-up checks (pkg/startup), the build's
-// version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
-// probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
+// itself is one call each, into a package of its own: the flags
+// (pkg/options), the clients, their write guard and leader election
+// (pkg/replicas), the start-up checks (pkg/startup), the build's version
+// (pkg/buildinfo), the conversion webhook (pkg/webhook), the probes and
+// metrics (pkg/metrics), the Events' sender (pkg/eventsink); sharding's
+// root glue is sharded.go (the slots in pkg/shard).
 func run(ctx context.Context, o options.Options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := buildinfo.Read()
@@ -98,17 +100,17 @@ func run(ctx context.Context, o options.Options) (err error) {
 		return err
 	}
 	lc := o.LeaseConfig(identity)
-	leaseClient, err := newLeaseClient(cfg)
+	leaseClient, err := replicas.LeaseClient(cfg)
 	if err != nil {
 		return err
 	}
 	// Every write goes through a guard that passes it only while this
 	// process holds its Lease; a single replica has none.
-	member, guard, err := writeGuardFor(o, &lc, leaseClient)
+	member, guard, err := replicas.GuardFor(o, &lc, leaseClient)
 	if err != nil {
 		return err
 	}
-	cs, err := newClients(cfg, guard)
+	cs, err := replicas.NewClients(cfg, guard)
 	if err != nil {
 		return err
 	}
@@ -122,10 +124,10 @@ func run(ctx context.Context, o options.Options) (err error) {
 		return err
 	}
 	defer stopWebhook() // last: it answers through the drain
-	if err := startup.CheckAPI(ctx, cs.config, o.Namespace, startup.APIWait); err != nil {
+	if err := startup.CheckAPI(ctx, cs.Config, o.Namespace, startup.APIWait); err != nil {
 		return err
 	}
-	recorder, sender, err := eventsink.Start(ctx, cs.events, samplev1beta1.Install, controllerName)
+	recorder, sender, err := eventsink.Start(ctx, cs.Events, samplev1beta1.Install, controllerName)
 	if err != nil {
 		return err
 	}
@@ -143,7 +145,7 @@ func run(ctx context.Context, o options.Options) (err error) {
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, cs.kube, cs.foo, deploymentInformer, fooInformer, recorder,
+	controller, err := NewController(ctx, cs.Kube, cs.Foo, deploymentInformer, fooInformer, recorder,
 		WithNamespaces(namespaces))
 	if err != nil {
 		return err
@@ -156,7 +158,7 @@ func run(ctx context.Context, o options.Options) (err error) {
 	defer func() { stopInformers(errors.Is(err, leader.ErrLost)) }()
 	if o.LeaderElect {
 		lc.OnLost = sender.Drop
-		return runLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
+		return replicas.RunLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
 			return controller.Run(ctx, o.Workers)
 		})
 	}

@@ -5,7 +5,7 @@
 # Controller struct's fields, syncHandler's length and the longest root
 # function. With --check, fails when the table's line counts are not the
 # files' own (hack/verify-docs.sh runs it so); a target missed is printed,
-# not failed.
+# not failed. With --write, puts the files' own counts in the table.
 set -o errexit -o nounset -o pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +15,7 @@ python3 - "$@" <<'PY'
 import glob, re, sys
 
 check = "--check" in sys.argv[1:]
+write = "--write" in sys.argv[1:]
 bad = []   # the page is wrong: fails --check
 over = []  # a target missed: printed
 
@@ -33,6 +34,9 @@ rows = re.findall(r"^\| \[`([^`]+)`\]\(\.\./([^)]+\.go)\) \|.*\| ([\d,]+) \|$", 
 total_row = re.search(r"^\| \*\*(\d+) Go files\*\* \|.*\| \*\*([\d,]+)\*\* \|$", m.group(1), re.M)
 if not rows or not total_row:
     sys.exit(f"{page}: the 'What to read' table has no file rows or no total row")
+def read_total_now():
+    return sum(lines(p) for _, p, _ in rows)
+
 read_total = 0
 print("One sync of one Foo, from the README (docs/how-it-works.md, \"What to read\"):")
 for name, path, printed in rows:
@@ -43,6 +47,17 @@ for name, path, printed in rows:
         bad.append(f"{page}: {path} has {n} lines, the table says {printed}")
     print(f"  {path:32} {n:5}{note}")
 files, printed_total = int(total_row.group(1)), int(total_row.group(2).replace(",", ""))
+if write:
+    section = m.group(1)
+    for name, path, printed in rows:
+        section = re.sub(r"^(\| \[`" + re.escape(name) + r"`\]\(\.\./" + re.escape(path) + r"\) \|.*\| )[\d,]+( \|)$",
+                         lambda mm: f"{mm.group(1)}{lines(path):,}{mm.group(2)}", section, flags=re.M)
+    section = re.sub(r"^\| \*\*\d+ Go files\*\* \|(.*)\| \*\*[\d,]+\*\* \|$",
+                     lambda mm: f"| **{len(rows)} Go files** |{mm.group(1)}| **{read_total_now():,}** |", section, flags=re.M)
+    text = text[:m.start(1)] + section + text[m.end(1):]
+    open(page, "w", encoding="utf-8").write(text)
+    bad = [b for b in bad if not b.startswith(page)]
+    files, printed_total = len(rows), read_total
 if files != len(rows) or printed_total != read_total:
     bad.append(f"{page}: the total row says {files} files, {printed_total:,} lines; the rows add up to {len(rows)}, {read_total:,}")
 print(f"  {len(rows)} Go files, {read_total:,} lines (target: at most 8 files, 1,500 lines)")
