@@ -91,7 +91,7 @@ func NewController(
 }
 
 // newController is NewController over the given queue: a sharded replica's
-// slots each have their own (ha.go, runSharded).
+// slots each have their own (sharded.go).
 func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooclientset clientset.Interface,
 	deploymentInformer appsinformers.DeploymentInformer, fooInformer informers.FooInformer,
 	recorder events.EventRecorder, workqueue queue, opts ...ControllerOption) (*Controller, error) {

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +22,6 @@ import (
 	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
 
@@ -292,55 +288,6 @@ func TestDeploymentsAreCachedAsViews(t *testing.T) {
 	}
 }
 
-// TestBadFlagsAreRefused: a flag value the controller cannot run with is an
-// error from parseFlags (main prints it and exits 2), not a default.
-func TestBadFlagsAreRefused(t *testing.T) {
-	for _, args := range [][]string{
-		{"-workers=0"}, {"-kube-api-qps=0"}, {"-kube-api-burst=0"}, {"-resync-period=-1s"},
-		{"-leader-elect-renew-deadline=15s"}, {"-no-such-flag"}, {"stray-argument"},
-		{"-shard-slots=-1"}, {"-shard-slots=257"}, {"-shard-slots=16", "-leader-elect=true"},
-		{"-shard-slots=16", "-namespace=team-a"},
-		{"-shard-slots=16", "-shard-rebalance-skew=1.1"}, {"-shard-slots=16", "-shard-rebalance-skew=-1"},
-		{"-shard-slots=16", "-shard-rebalance-interval=-1s"},
-		{"-webhook-hosts= , "},
-	} {
-		if _, err := parseFlags(args); err == nil {
-			t.Errorf("parseFlags(%q) accepted it", args)
-		}
-	}
-	// Re-balancing: on by default, and the first re-cut waits for ten Foos
-	// a slot. (One successful parse per process: the logging flags apply
-	// once.)
-	o, err := parseFlags([]string{"-shard-slots=16"})
-	if err != nil || o.shardRebalance.Skew != 1.5 || o.shardRebalance.MinLoad != 160 || o.shardEvery != time.Minute {
-		t.Errorf("parseFlags(-shard-slots=16): %+v, every %v, %v; want skew 1.5, min load 160, every 1m", o.shardRebalance, o.shardEvery, err)
-	}
-	// The conversion webhook: off until the shipped CRD serves v1beta1
-	// through it; its hosts default by where the controller runs.
-	if o.webhookAddr != "0" || o.webhookSecret != "foo-controller-webhook-cert" || o.webhookHosts != nil {
-		t.Errorf("webhook flags by default: %q, %q, %q", o.webhookAddr, o.webhookSecret, o.webhookHosts)
-	}
-	// Sharding one namespace would put it all in one slot: the refusal
-	// says so, and what to run instead.
-	_, err = parseFlags([]string{"-shard-slots=16", "-namespace=team-a"})
-	if err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), `"team-a" would all fall in slot`) ||
-		!strings.Contains(err.Error(), "-leader-elect") {
-		t.Errorf("-shard-slots with -namespace refused with %v; want it to say why and what to run instead", err)
-	}
-}
-
-// TestVersionFlag: -version is answered whatever other flags say (what
-// it prints, with the full commit when the build stamped one: TestVersion,
-// in pkg/buildinfo).
-func TestVersionFlag(t *testing.T) {
-	for _, args := range [][]string{{"-version"}, {"--version"}, {"-version", "-workers=0"}} {
-		o, err := parseFlags(args)
-		if err != nil || !o.printVersion {
-			t.Errorf("parseFlags(%q) = printVersion %v, error %v; want true, nil", args, o.printVersion, err)
-		}
-	}
-}
-
 // TestWorkerPoolSharedBySlots: controllers sharing a pool (a sharded
 // replica's slots) sync at most the pool's size of Foos at once between
 // them, whatever workers each runs; one slot with work gets every token,
@@ -456,42 +403,5 @@ func TestWorkerPoolSharedBySlots(t *testing.T) {
 	defer mu.Unlock()
 	if peak > tokens {
 		t.Errorf("%d syncs at once over two slots of %d workers each; want at most the pool's %d", peak, workersPerSlot, tokens)
-	}
-}
-
-// TestClientConfigWithNothing: no kubeconfig, no -master, not in a cluster:
-// one message saying what to give.
-func TestClientConfigWithNothing(t *testing.T) {
-	t.Setenv(clientcmd.RecommendedConfigPathEnvVar, "")
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	_, err := clientConfig(options{}, "test")
-	if err == nil || !strings.Contains(err.Error(), "no -kubeconfig, -master or $KUBECONFIG given, and not running in a cluster") {
-		t.Errorf("got %v", err)
-	}
-}
-
-// TestLeaseNamespaceOutsideACluster: outside a cluster the Lease is in
-// "default" whatever the kubeconfig's context names, so that replicas of
-// any version meet in one Lease; -leader-elect-namespace wins. (In a
-// cluster, the Pod's namespace: TestInClusterConfig.)
-func TestLeaseNamespaceOutsideACluster(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	kc := `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u, namespace: team-a}}]
-current-context: x
-`
-	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := options{kubeconfig: path}
-	if got := leaseConfig(o, "me"); got.LeaseNamespace != "default" || got.Identity != "me" {
-		t.Errorf("leaseConfig: namespace %q, identity %q; want default, me", got.LeaseNamespace, got.Identity)
-	}
-	o.lease.LeaseNamespace = "ops"
-	if got := leaseConfig(o, "me"); got.LeaseNamespace != "ops" {
-		t.Errorf("with -leader-elect-namespace=ops: %q", got.LeaseNamespace)
 	}
 }

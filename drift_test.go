@@ -493,7 +493,7 @@ func TestSyncStrayPortPatchThatFailsItsTestIsTransient(t *testing.T) {
 			`testing value /spec/template/spec/containers/0/ports/0/containerPort failed: test failed`, 0, false)
 	})
 	_, err := c.syncHandler(ctx, keyOf(foo))
-	if err == nil || isPermanent(err) {
+	if err == nil || plan.IsRefusal(err) {
 		t.Fatalf("got %v, want a transient error", err)
 	}
 	assertActions(t, "foos", f.client.Actions(), nil)
@@ -519,7 +519,7 @@ func TestSyncStrayPortPatchRefusedIsReported(t *testing.T) {
 		})
 	})
 	_, err := c.syncHandler(ctx, keyOf(foo))
-	if err == nil || !isPermanent(err) {
+	if err == nil || !plan.IsRefusal(err) {
 		t.Fatalf("got %v, want the refusal", err)
 	}
 	if ready := readyOf(t, appliedStatus(t, f.client.Actions())); ready.Reason != samplev1beta1.ReasonDeploymentApplyFailed ||

@@ -12,14 +12,8 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	kubeinformers "k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 
 	// The JSON log format for -logging-format=json.
@@ -28,19 +22,18 @@ import (
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/buildinfo"
-	"example.com/foo-controller/pkg/cachetrim"
 	"example.com/foo-controller/pkg/eventsink"
-	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions"
-	fooinformersv1beta1 "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/options"
+	"example.com/foo-controller/pkg/replicas"
 	"example.com/foo-controller/pkg/shard"
 	"example.com/foo-controller/pkg/startup"
 	"example.com/foo-controller/pkg/webhook"
 )
 
 func main() {
-	opts, err := parseFlags(os.Args[1:])
+	opts, err := options.Parse(controllerName, os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
@@ -48,7 +41,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "foo-controller: %v (see -help)\n", err)
 		os.Exit(2)
 	}
-	if opts.printVersion {
+	if opts.PrintVersion {
 		fmt.Println(buildinfo.Read().Line())
 		return
 	}
@@ -90,57 +83,51 @@ func signalContext(parent context.Context) context.Context {
 // run is the controller's start-up, in sample-controller's order: the
 // config and clients, the informers, the controller, then its workers
 // (alone, leader-elected, or sharded). What is not the controller pattern
-// itself lives beside it: the clients and the write guard in clients.go,
-// leader election and sharding in ha.go (the shards' slots in pkg/shard); or in packages of
-// its own, one call each: the start-up checks (pkg/startup), the build's
-// version (pkg/buildinfo), the conversion webhook (pkg/webhook), the
-// probes and metrics (pkg/metrics), the Events' sender (pkg/eventsink).
-func run(ctx context.Context, o options) (err error) {
+// itself is one call each, into a package of its own: the flags
+// (pkg/options), the clients, their write guard and leader election
+// (pkg/replicas), the start-up checks (pkg/startup), the build's version
+// (pkg/buildinfo), the conversion webhook (pkg/webhook), the probes and
+// metrics (pkg/metrics), the Events' sender (pkg/eventsink); sharding's
+// root glue is sharded.go (the slots in pkg/shard).
+func run(ctx context.Context, o options.Options) (err error) {
 	logger := klog.FromContext(ctx)
 	b := buildinfo.Read()
 	metrics.Register(b.Version, b.Revision)
 
 	identity := leader.Identity()
-	cfg, err := clientConfig(o, identity)
+	cfg, err := o.ClientConfig(controllerName, identity)
 	if err != nil {
 		return err
 	}
-	lc := leaseConfig(o, identity)
-	leaseClient, err := newLeaseClient(cfg)
+	lc := o.LeaseConfig(identity)
+	leaseClient, err := replicas.LeaseClient(cfg)
 	if err != nil {
 		return err
 	}
 	// Every write goes through a guard that passes it only while this
 	// process holds its Lease; a single replica has none.
-	member, guard, err := writeGuardFor(o, &lc, leaseClient)
+	member, guard, err := replicas.GuardFor(o, &lc, leaseClient)
 	if err != nil {
 		return err
 	}
-	cs, err := newClients(cfg, guard)
+	cs, err := replicas.NewClients(cfg, guard)
 	if err != nil {
 		return err
 	}
-	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.leaderElect, "shardSlots", o.shardSlots,
+	logger.Info("Starting", "version", b.Version, "commit", b.Revision, "identity", lc.Identity, "leaderElection", o.LeaderElect, "shardSlots", o.ShardSlots,
 		"lease", klog.KRef(lc.LeaseNamespace, lc.LeaseName))
 
 	electionHealth := leaderelection.NewLeaderHealthzAdaptor(lc.HealthzTimeout())
-	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.webhookAddr,
-		Namespace: lc.LeaseNamespace, Secret: o.webhookSecret, Hosts: o.webhookHosts, InCluster: inCluster(o)})
+	var ready atomic.Pointer[func() error]
+	stopWebhook, err := serve(ctx, o, cfg, lc.LeaseNamespace, liveness(electionHealth, member), &ready)
 	if err != nil {
 		return err
 	}
 	defer stopWebhook() // last: it answers through the drain
-	var ready atomic.Pointer[func() error]
-	if err := metrics.ServeProbes(ctx, o.probeAddr, liveness(electionHealth, member), &ready, webhookReady); err != nil {
+	if err := startup.CheckAPI(ctx, cs.Config, o.Namespace, startup.APIWait); err != nil {
 		return err
 	}
-	if err := metrics.ServeMetrics(ctx, cfg, metrics.Endpoint{Addr: o.metricsAddr, Secure: o.metricsSecure, Profiling: o.profiling}); err != nil {
-		return err
-	}
-	if err := startup.CheckAPI(ctx, cs.config, o.namespace, startup.APIWait); err != nil {
-		return err
-	}
-	recorder, sender, err := eventsink.Start(ctx, cs.events, samplev1beta1.Install, controllerName)
+	recorder, sender, err := eventsink.Start(ctx, cs.Events, samplev1beta1.Install, controllerName)
 	if err != nil {
 		return err
 	}
@@ -158,7 +145,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, cs.kube, cs.foo, deploymentInformer, fooInformer, recorder,
+	controller, err := NewController(ctx, cs.Kube, cs.Foo, deploymentInformer, fooInformer, recorder,
 		WithNamespaces(namespaces))
 	if err != nil {
 		return err
@@ -169,15 +156,39 @@ func run(ctx context.Context, o options) (err error) {
 	// reason.
 	stopInformers := start(ctx)
 	defer func() { stopInformers(errors.Is(err, leader.ErrLost)) }()
-	if o.leaderElect {
+	if o.LeaderElect {
 		lc.OnLost = sender.Drop
-		return runLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
-			return controller.Run(ctx, o.workers)
+		return replicas.RunLeaderElected(ctx, lc, leaseClient, electionHealth, func(ctx context.Context) error {
+			return controller.Run(ctx, o.Workers)
 		})
 	}
 	metrics.Leader.Set(1)
 	defer metrics.Leader.Set(0)
-	return controller.Run(ctx, o.workers)
+	return controller.Run(ctx, o.Workers)
+}
+
+// serve serves, in every replica, leader or not: the conversion webhook
+// (pkg/webhook), the probes (live: liveness; ready: what ready holds, and
+// the webhook's certificate) and the metrics (pkg/metrics). They are
+// served before the start-up checks, so that a liveness probe does not
+// kill a process that waits for the API server. stopWebhook stops the
+// webhook after the drain.
+func serve(ctx context.Context, o options.Options, cfg *rest.Config, namespace string, live metrics.Check,
+	ready *atomic.Pointer[func() error]) (stopWebhook func(), err error) {
+	webhookReady, stopWebhook, err := webhook.Start(ctx, cfg, webhook.Options{Addr: o.WebhookAddr,
+		Namespace: namespace, Secret: o.WebhookSecret, Hosts: o.WebhookHosts, InCluster: o.InCluster()})
+	if err != nil {
+		return nil, err
+	}
+	if err := metrics.ServeProbes(ctx, o.ProbeAddr, live, ready, webhookReady); err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	if err := metrics.ServeMetrics(ctx, cfg, metrics.Endpoint{Addr: o.MetricsAddr, Secure: o.MetricsSecure, Profiling: o.Profiling}); err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	return stopWebhook, nil
 }
 
 // readyWhen is the readiness of one leader's (or standby's) controller.
@@ -191,85 +202,6 @@ func readyWhen(synced func() bool) *func() error {
 	return &check
 }
 
-// leaseConfig is the leader Lease's flags (a shard group's too), with this
-// process's identity and the namespace filled in: by default the Pod's own
-// in a cluster (as clientcmd reads it: $POD_NAMESPACE, else the service
-// account's), else "default", whatever the kubeconfig's context names, so
-// that replicas of any version run outside a cluster meet in one Lease.
-func leaseConfig(o options, identity string) leader.Config {
-	lc := o.lease
-	lc.Identity = identity
-	if lc.LeaseNamespace == "" {
-		lc.LeaseNamespace = metav1.NamespaceDefault
-		if inCluster(o) {
-			if ns, _, err := kubeconfig(o).Namespace(); err == nil && ns != "" {
-				lc.LeaseNamespace = ns
-			}
-		}
-	}
-	return lc
-}
-
-// newInformers returns the informers of the Deployments and Foos, their
-// watch failures counted (metrics.CountWatchErrors), and start, which starts them
-// and returns the function that stops them.
-//
-// The transform trims objects before they are cached: the cache holds
-// every watched object for the life of the process. Only Foos are
-// resynced: a Foo's sync reads its Deployment from the cache, so the Foo
-// resync covers every Deployment we own, and a Deployment resync would only
-// hand each cached Deployment to a handler that drops re-deliveries (at
-// 100,000 that is a walk of the whole cache, with its indexes recomputed,
-// for nothing).
-func newInformers(o options, cs *clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
-	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
-		kubeinformers.WithNamespace(o.namespace), kubeinformers.WithTransform(cachetrim.Transform))
-	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.foo, o.resyncPeriod,
-		fooinformers.WithNamespace(o.namespace), fooinformers.WithTransform(cachetrim.Transform))
-	deployments := kubeInformerFactory.Apps().V1().Deployments()
-	foos := fooInformerFactory.Samplecontroller().V1beta1().Foos()
-	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments.Informer(), "foos": foos.Informer()}); err != nil {
-		return nil, nil, nil, err
-	}
-	start := func(ctx context.Context) func(bool) {
-		ctx, stopInformers := context.WithCancel(ctx)
-		kubeInformerFactory.Start(ctx.Done())
-		fooInformerFactory.Start(ctx.Done())
-		// Waiting for them to stop is bounded: a reflector backing off
-		// after a failed watch-list ignores its stop channel until the
-		// backoff ends (seconds, client-go v0.37), and the process is
-		// about to exit anyway. After a lost Lease we do not wait at all:
-		// the exit itself is what tells the orchestrator.
-		return func(lost bool) {
-			stopInformers()
-			if !lost && !waitAtMost(informerStopWait, kubeInformerFactory.Shutdown, fooInformerFactory.Shutdown) {
-				klog.FromContext(ctx).Info("Informers were still stopping at exit", "waited", informerStopWait)
-			}
-		}
-	}
-	return deployments, foos, start, nil
-}
-
-// startNamespaceInformer starts the informer of the namespaces the Foos
-// live in (only -namespace's, if set), which tells the controller which
-// are being deleted (see WithNamespaces). It stops with ctx. Namespaces
-// are few and small: its cache costs little beside the Foos'.
-func startNamespaceInformer(ctx context.Context, o options, cs *clients) (coreinformers.NamespaceInformer, error) {
-	factory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.kube, 0,
-		kubeinformers.WithTransform(cachetrim.Transform),
-		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			if o.namespace != "" {
-				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.namespace).String()
-			}
-		}))
-	namespaces := factory.Core().V1().Namespaces()
-	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"namespaces": namespaces.Informer()}); err != nil {
-		return nil, err
-	}
-	factory.Start(ctx.Done())
-	return namespaces, nil
-}
-
 // liveness is what /healthz checks besides the process serving: that a
 // leader still renews its Lease, or, sharded, the member its own. The
 // member's threshold is the same as the leader's (the renew deadline),
@@ -279,26 +211,4 @@ func liveness(election *leaderelection.HealthzAdaptor, member *shard.Member) met
 		return metrics.Check{Name: "shard-member", Check: member.Healthz}
 	}
 	return metrics.Check{Name: "leader-election", Check: election.Check}
-}
-
-// informerStopWait bounds how long a graceful stop waits for the informers
-// to stop.
-const informerStopWait = 2 * time.Second
-
-// waitAtMost runs each fn in turn in the background and reports whether all
-// returned within d. Those still running are left to the process's exit.
-func waitAtMost(d time.Duration, fns ...func()) bool {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for _, fn := range fns {
-			fn()
-		}
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
 }

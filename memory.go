@@ -10,6 +10,7 @@ import (
 	"example.com/foo-controller/pkg/changeevents"
 	"example.com/foo-controller/pkg/corrections"
 	"example.com/foo-controller/pkg/pacer"
+	"example.com/foo-controller/pkg/plan"
 )
 
 // memory is what the controller remembers of each Foo between its syncs,
@@ -45,8 +46,8 @@ type record struct {
 	// it did not keep it (corrections.go).
 	overridden corrections.Overridden
 	// applyFailures counts the syncs in a row whose apply failed with an
-	// answer that may lift by itself (persists).
-	applyFailures int
+	// answer that may lift by itself (failures.go).
+	applyFailures plan.Failures
 }
 
 func newMemory() *memory {

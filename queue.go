@@ -54,7 +54,7 @@ func newQueue(name string) queue {
 // With the cap, none waits more than 10 minutes once the cause is gone,
 // and a Foo that keeps failing is tried every 10 minutes; the resync that
 // bounded it before synced every cached Foo, and is now hours apart
-// (flags.go).
+// (pkg/options).
 const failedRetryMax = 10 * time.Minute
 
 // retryLimiter is client-go's default controller rate limiter, each delay

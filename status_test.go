@@ -321,7 +321,7 @@ func TestSyncStatusWriteFailures(t *testing.T) {
 
 // TestSyncReportsAnApplyThatKeepsFailing: an admission webhook the API
 // server cannot call fails every apply with a 500, which may lift by
-// itself and is retried as transient; once reportAfterFailures syncs in a
+// itself and is retried as transient; once plan.ReportAfterFailures syncs in a
 // row have failed so, the Foo says why (with one Event), and it is still
 // retried. An overloaded API server (503) is never reported, and its
 // failures do not count toward the webhook's: a status write would only
@@ -335,11 +335,11 @@ func TestSyncReportsAnApplyThatKeepsFailing(t *testing.T) {
 		answers  []error // one per sync, the last one checked
 		reported bool
 	}{
-		{"webhook, first failures", repeat(webhook, reportAfterFailures-1), false},
-		{"webhook, persisting", repeat(webhook, reportAfterFailures), true},
-		{"API server overloaded, persisting", repeat(overloaded, 3*reportAfterFailures), false},
-		{"webhook after an overload", append(repeat(overloaded, reportAfterFailures), webhook), false},
-		{"webhook, an overload in between", append(append(repeat(webhook, reportAfterFailures-1), overloaded), webhook), false},
+		{"webhook, first failures", repeat(webhook, plan.ReportAfterFailures-1), false},
+		{"webhook, persisting", repeat(webhook, plan.ReportAfterFailures), true},
+		{"API server overloaded, persisting", repeat(overloaded, 3*plan.ReportAfterFailures), false},
+		{"webhook after an overload", append(repeat(overloaded, plan.ReportAfterFailures), webhook), false},
+		{"webhook, an overload in between", append(append(repeat(webhook, plan.ReportAfterFailures-1), overloaded), webhook), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := newFoo("a", 1)

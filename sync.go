@@ -66,7 +66,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// The API server refused the Deployment (quota, admission policy),
 		// or keeps failing it: the user must see why, on the Foo. The
 		// error is still returned, so the apply is retried with backoff.
-		_, statusErr := c.syncStatus(ctx, foo, rec, refused(obs, err))
+		_, statusErr := c.syncStatus(ctx, foo, rec, plan.Refused(obs, err))
 		return syncResult{}, errors.Join(err, statusErr)
 	case err != nil:
 		return syncResult{}, err

@@ -246,3 +246,7 @@ if bad:
     sys.exit(f"verify-docs: {bad} broken reference(s)")
 print(f"verify-docs: {len(files)} Markdown files, all relative links and code references resolve, {quotes} quoted snippets match")
 PY
+
+# The line counts docs/how-it-works.md prints for the reading path of one
+# sync are the files' own.
+"${REPO_ROOT}/hack/lesson-size.sh" --check >/dev/null

@@ -1003,7 +1003,7 @@ func output(name string, args ...string) (string, error) {
 }
 
 // resyncPeriod is the controller's -resync-period among args, or its
-// default (10h, flags.go).
+// default (10h, pkg/options).
 func resyncPeriod(args []string) time.Duration {
 	period := 10 * time.Hour
 	for _, a := range args {

@@ -257,7 +257,7 @@ func TestDriftPodLabels(t *testing.T) {
 	both := map[string]string{"team": "a", "tier": "web"}
 	tests := []struct {
 		name     string
-		want     map[string]string // spec.PodLabels
+		want     map[string]string // spec.podLabels
 		applied  map[string]string // the podLabels the Deployment was applied with
 		template func(map[string]string) map[string]string
 		drift    bool
