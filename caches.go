@@ -5,74 +5,17 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/listers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
+	"example.com/foo-controller/pkg/ownwrites"
 	"example.com/foo-controller/pkg/plan"
 )
 
-const (
-	// mutationCacheTTL bounds how long a copy of our own write is preferred
-	// to the informer's (older) object: far longer than a watch event takes
-	// to arrive, short enough that a lost event cannot mislead for long.
-	mutationCacheTTL = time.Minute
-	// mutationCacheSize is the number of recent writes remembered per
-	// resource; past it the oldest are forgotten (and the informer cache,
-	// perhaps a little stale, is read instead). Copies are trimmed like the
-	// informer's objects (pkg/cachetrim), a few KB each.
-	mutationCacheSize = 2048
-)
-
-// lister reads one kind of object from an informer's store, typed (a
-// lister of client-go's generic listers, which serve a type of our own as
-// well as the built-in ones), with the objects our own writes returned in
-// front: a MutationCache. An informer learns of our write only when its
-// watch event arrives; a sync that ran in between would otherwise act on
-// the old object again (a second create, a second status write, a second
-// Event). A cached object newer than our copy always wins, and a copy
-// expires after mutationCacheTTL. Mutation remembers a write.
-type lister[T runtime.Object] struct {
-	listers.ResourceIndexer[T] // Get and List, our writes in front for Get
-	cache.MutationCache        // Mutation, and ByIndex with our writes
-	// informed is the informer's store alone, without our writes: to tell
-	// an object the informer has seen from one we know only from our own
-	// write (see recheckUnseen), and for its indexes (see needPrune).
-	informed cache.Indexer
-}
-
-// newLister is a lister over informed. With includeAdds, an object we
-// created is seen before the informer has it.
-func newLister[T runtime.Object](logger klog.Logger, informed cache.Indexer, resource schema.GroupResource, includeAdds bool) lister[T] {
-	writes := cache.NewIntegerResourceVersionMutationCacheWithOptions(logger, informed, cache.MutationCacheOptions{
-		Indexer: informed,
-		TTL:     mutationCacheTTL, MaxCacheSize: mutationCacheSize,
-		IncludeAdds: includeAdds,
-	})
-	return lister[T]{ResourceIndexer: listers.New[T](writesFirst{informed, writes}, resource), MutationCache: writes, informed: informed}
-}
-
-// In is the lister of one namespace.
-func (l lister[T]) In(namespace string) listers.ResourceIndexer[T] {
-	return listers.NewNamespaced(l.ResourceIndexer, namespace)
-}
-
-// writesFirst is an informer's store whose lookups by key go through the
-// MutationCache in front of it.
-type writesFirst struct {
-	cache.Indexer
-	writes cache.MutationCache
-}
-
-func (w writesFirst) GetByKey(key string) (any, bool, error) { return w.writes.GetByKey(key) }
-
 // unseenRecheckAfter is when to look again at a Deployment known only from
 // our own write: just after that copy expires from the MutationCache.
-const unseenRecheckAfter = mutationCacheTTL + 5*time.Second
+const unseenRecheckAfter = ownwrites.TTL + 5*time.Second
 
 // recheckUnseen asks to sync again once our copy of dep has expired if the
 // informer has not seen dep yet. It normally does within milliseconds. If
@@ -86,7 +29,7 @@ func (c *Controller) recheckUnseen(dep *plan.DeploymentView) syncResult {
 	if dep == nil {
 		return syncResult{}
 	}
-	if _, seen, err := c.deploymentsLister.informed.GetByKey(cache.MetaObjectToName(dep).String()); seen || err != nil {
+	if _, seen, err := c.deploymentsLister.Informed.GetByKey(cache.MetaObjectToName(dep).String()); seen || err != nil {
 		return syncResult{}
 	}
 	return requeueAfter(unseenRecheckAfter)
@@ -124,7 +67,7 @@ func prunedOf(foo *samplev1beta1.Foo) prunedSpec {
 
 // needPrune reports whether foo may have Deployments left under another
 // name. Looking is not free: the MutationCache's ByIndex also walks every
-// copy of our recent writes (up to mutationCacheSize) on each call. Among
+// copy of our recent writes (up to ownwrites.Size) on each call. Among
 // those copies, only a new spec can leave a Deployment under another name
 // (we create only under the declared one), so that walk is done once per
 // spec of each Foo (and once per Foo after a restart), not on every sync.
@@ -139,7 +82,7 @@ func (c *Controller) needPrune(foo *samplev1beta1.Foo, rec *record) bool {
 // controls under a name other than the one it declares, and not already
 // being deleted.
 func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
-	keys, err := c.deploymentsLister.informed.IndexKeys(deploymentByFooUID, string(foo.UID))
+	keys, err := c.deploymentsLister.Informed.IndexKeys(deploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return true // look the slow way
 	}
@@ -148,7 +91,7 @@ func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
 		if k == current {
 			return false
 		}
-		obj, exists, err := c.deploymentsLister.informed.GetByKey(k)
+		obj, exists, err := c.deploymentsLister.Informed.GetByKey(k)
 		return err != nil || (exists && obj.(*plan.DeploymentView).DeletionTimestamp == nil)
 	})
 }

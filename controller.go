@@ -25,6 +25,7 @@ import (
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
+	"example.com/foo-controller/pkg/ownwrites"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -48,11 +49,11 @@ type Controller struct {
 	fooclientset  clientset.Interface
 
 	// The caches the controller reads, each a typed lister with the
-	// objects our own writes returned in front (caches.go), and whether
+	// objects our own writes returned in front (pkg/ownwrites), and whether
 	// the informer behind it has synced.
-	deploymentsLister lister[*plan.DeploymentView]
+	deploymentsLister ownwrites.Lister[*plan.DeploymentView]
 	deploymentsSynced cache.InformerSynced
-	foosLister        lister[*samplev1beta1.Foo]
+	foosLister        ownwrites.Lister[*samplev1beta1.Foo]
 	foosSynced        cache.InformerSynced
 	// namespaces, when set (WithNamespaces), tells which namespaces are
 	// being deleted: nothing is reported to the Foos in one (see
@@ -117,9 +118,9 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 		fooclientset:  fooclientset,
 		// We create Deployments: a created one must be visible before the
 		// informer sees it, or the next sync creates it again.
-		deploymentsLister: newLister[*plan.DeploymentView](logger, deploymentInformer.Informer().GetIndexer(), appsv1.Resource("deployments"), true),
+		deploymentsLister: ownwrites.NewLister[*plan.DeploymentView](logger, deploymentInformer.Informer().GetIndexer(), appsv1.Resource("deployments"), true),
 		deploymentsSynced: deploymentInformer.Informer().HasSynced,
-		foosLister:        newLister[*samplev1beta1.Foo](logger, fooInformer.Informer().GetIndexer(), samplev1beta1.Resource("foos"), false),
+		foosLister:        ownwrites.NewLister[*samplev1beta1.Foo](logger, fooInformer.Informer().GetIndexer(), samplev1beta1.Resource("foos"), false),
 		foosSynced:        fooInformer.Informer().HasSynced,
 		workqueue:         workqueue,
 		memory:            newMemory(),

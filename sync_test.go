@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/ownwrites"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -304,7 +305,7 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 
 // TestSyncRecreatesADeploymentDeletedRightAfterOurWrite: our copy of a
 // Deployment we wrote is preferred to the informer's store for
-// mutationCacheTTL, even when the store no longer has it. When the
+// ownwrites.TTL, even when the store no longer has it. When the
 // informer sees the Deployment deleted (kubectl delete deployment, a
 // minute after we created it), handleDeploymentDelete drops that copy, so
 // the sync the deletion brings creates it again at once instead of reading
@@ -469,7 +470,7 @@ func TestSyncPrunesALeftoverThatAppearsLater(t *testing.T) {
 // TestSyncRechecksACreatedDeploymentTheInformerNeverSees: a Deployment we
 // created is read from our own copy until the informer sees it. If it never
 // does (created and deleted while the watch was down, say), the copy
-// expires after mutationCacheTTL and nothing would bring the Foo back before
+// expires after ownwrites.TTL and nothing would bring the Foo back before
 // a resync, which may be never (-resync-period=0). So while the informer has
 // not seen it, the sync asks to come back just after the copy expires; that
 // sync finds it missing and applies it again.
@@ -489,15 +490,15 @@ func TestSyncRechecksACreatedDeploymentTheInformerNeverSees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.requeueAfter <= mutationCacheTTL || res.requeueAfter > mutationCacheTTL+10*time.Second {
-		t.Errorf("a Deployment known only from our own write: requeue after %v, want just after %v (mutationCacheTTL)",
-			res.requeueAfter, mutationCacheTTL)
+	if res.requeueAfter <= ownwrites.TTL || res.requeueAfter > ownwrites.TTL+10*time.Second {
+		t.Errorf("a Deployment known only from our own write: requeue after %v, want just after %v (ownwrites.TTL)",
+			res.requeueAfter, ownwrites.TTL)
 	}
 
 	// The MutationCache expires copies by the wall clock, not the fake one;
 	// a fresh cache over the same informer is what it holds after the TTL.
 	f.clock.Step(res.requeueAfter)
-	c.deploymentsLister = newLister[*plan.DeploymentView](logger, f.deploymentIndexer, appsv1.Resource("deployments"), true)
+	c.deploymentsLister = ownwrites.NewLister[*plan.DeploymentView](logger, f.deploymentIndexer, appsv1.Resource("deployments"), true)
 	f.kubeclient.ClearActions()
 	drainEvents(f.recorder)
 	if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
