@@ -676,12 +676,12 @@ func syncsString(units []syncUnit) string {
 func summarizeHowItWorks(lines []klogLine) string {
 	var syncs, deployApplies, statusApplies, deferred, events, requests, fromSyncs int
 	for _, l := range lines {
-		switch {
-		case l.msg == "Finished syncing Foo":
+		switch l.msg {
+		case "Finished syncing Foo":
 			syncs++
-		case l.msg == "Deferring a progress-only status update":
+		case "Deferring a progress-only status update":
 			deferred++
-		case l.msg == "Response":
+		case "Response":
 			requests++
 			if l.foo != "" {
 				fromSyncs++
