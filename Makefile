@@ -102,6 +102,7 @@ bench-webhook: ## The controller's peak RSS under issue 39's attack on its webho
 .PHONY: bench-cache
 bench-cache: ## Bytes one Foo and one Deployment cost in the informer caches (no cluster; seconds).
 	go test -run '^$$' -bench CachedBytes ./pkg/cachetrim/
+	go test -run '^$$' -bench RecordBytes -benchtime 1x .
 
 .PHONY: help
 help:
