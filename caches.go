@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
@@ -137,4 +141,30 @@ func indexDeploymentByFooUID(obj any) ([]string, error) {
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil
+}
+
+// deletedMeanwhile reports whether foo, whose Deployment the cache no
+// longer has, is gone from the API server although the cache still has
+// it. The garbage collector deletes a Foo's Deployment once the Foo is
+// gone, and the two informers are independent: the Deployment's deletion
+// can arrive first, and its sync would create the Deployment again (and
+// tell the user so) for a Foo that no longer exists. Only a Foo whose
+// Deployment for this spec was in place at an earlier sync (its record
+// says it was pruned for this spec) is asked about, with one GET: a new
+// Foo, a renamed Deployment, a create the API server refused cost nothing
+// more, and a Deployment someone deleted by hand is created again after
+// that one request.
+func (c *Controller) deletedMeanwhile(ctx context.Context, foo *samplev1beta1.Foo, rec *record) (bool, error) {
+	if rec.pruned != prunedOf(foo) {
+		return false, nil
+	}
+	live, err := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && live.UID != foo.UID) {
+		klog.FromContext(ctx).V(2).Info("Foo was deleted; not creating its Deployment again")
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the Foo before creating its Deployment again: %w", err)
+	}
+	return false, nil
 }

@@ -128,6 +128,11 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo,
 			logger.V(4).Info("Namespace is being deleted; not creating the Deployment")
 			return plan.Observation{}, syncResult{}, nil
 		}
+		if gone, err := c.deletedMeanwhile(ctx, foo, rec); gone || err != nil { // caches.go
+			// Its Deployment went with it (the garbage collector): nothing
+			// to create, and nothing to report on.
+			return plan.Observation{Waiting: true}, syncResult{}, err
+		}
 		return c.createDeployment(ctx, foo, rec)
 	}
 	if err != nil {

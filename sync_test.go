@@ -567,3 +567,55 @@ func BenchmarkSyncConverged(b *testing.B) {
 	assertActions(b, "kube", f.kubeclient.Actions(), nil)
 	assertActions(b, "foos", f.client.Actions(), nil)
 }
+
+// TestSyncDoesNotRecreateForAFooDeletedMeanwhile: the garbage collector
+// deletes a Foo's Deployment once the Foo is gone, and the Deployment
+// informer may tell us before the Foo informer does. The sync that
+// deletion brings still finds the Foo in the cache; it must not create the
+// Deployment again (nor tell the user it did): one GET says the Foo is
+// gone. Someone deleting the Deployment of a Foo that still exists gets it
+// back, after the same GET.
+func TestSyncDoesNotRecreateForAFooDeletedMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fooInAPI  bool
+		wantKube  []string
+		wantEvent []string
+	}{
+		{"the Foo is gone", false, nil, nil},
+		{"the Foo is still there", true, []string{"patch deployments a-deploy " + applyPatch}, []string{"Normal Created"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			foo := newFoo("a", 1)
+			dep := ownedDeployment(foo)
+			withConvergedStatus(foo, dep, false)
+			f := newFixture(t).withFoo(foo).withDeployment(dep)
+			_, ctx := ktesting.NewTestContext(t)
+			c := f.newController(ctx)
+			if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil { // converged: in place
+				t.Fatal(err)
+			}
+			if !tc.fooInAPI {
+				if err := f.client.Tracker().Delete(schema.GroupVersionResource{Group: samplev1beta1.GroupVersion.Group, Version: samplev1beta1.GroupVersion.Version, Resource: "foos"}, testNS, "a"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.deploymentIndexer.Delete(plan.NewDeploymentView(dep)); err != nil {
+				t.Fatal(err)
+			}
+			c.handleDeploymentDelete(plan.NewDeploymentView(dep))
+			f.kubeclient.ClearActions()
+			f.client.ClearActions()
+			drainEvents(f.recorder)
+
+			if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+				t.Fatal(err)
+			}
+			assertActions(t, "kube", f.kubeclient.Actions(), tc.wantKube)
+			if got := describeAll(f.client.Actions()); len(got) == 0 || got[0] != "get foos" {
+				t.Errorf("foo actions %q, want a GET of the Foo first", got)
+			}
+			assertEvents(t, drainEvents(f.recorder), tc.wantEvent...)
+		})
+	}
+}
