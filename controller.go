@@ -106,7 +106,7 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 	// Deployment (a plan.DeploymentView), so the transform is set here
 	// rather than left to each caller's informer factory; the informer's
 	// generated Lister() would expect *appsv1.Deployment, so the lister is
-	// ours (newLister).
+	// ours (ownwrites.NewLister).
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -111,7 +112,7 @@ func TestResyncAddsAKeyInBackoffAtOnce(t *testing.T) {
 	}
 	key, _ := c.workqueue.Get()
 	c.workqueue.Done(key)
-	c.workqueue.AddRateLimited(key) // its 21st failure: back after 1000 s
+	c.workqueue.AddRateLimited(key) // its 21st failure: back after 10 minutes
 	if n := c.workqueue.Len(); n != 0 {
 		t.Fatalf("queue length %d right after a rate-limited add, want 0", n)
 	}
@@ -152,6 +153,18 @@ func TestFailedFoosWaitAtMostTheCap(t *testing.T) {
 	limiter.Forget(key)
 	if got := limiter.NumRequeues(key); got != 0 {
 		t.Errorf("after Forget the key has %d requeues, want 0", got)
+	}
+
+	// The shared 10/s keeps no debt past the cap: 100,000 failures at once
+	// leave the bucket at most failedRetryMax of tokens behind (6,000),
+	// not 99,900, so failures after the outage are not held back for
+	// hours.
+	bucket := cappedBucket{rate.NewLimiter(rate.Limit(10), 100), failedRetryMax}
+	for range 100000 {
+		bucket.When(key)
+	}
+	if owed, most := -bucket.Tokens(), failedRetryMax.Seconds()*10+1; owed > most {
+		t.Errorf("after 100,000 failures the bucket owes %.0f tokens, want at most %.0f", owed, most)
 	}
 }
 

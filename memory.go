@@ -14,7 +14,7 @@ import (
 )
 
 // memory is what the controller remembers of each Foo between its syncs,
-// beyond what the caches hold: one record per Foo, made when first needed
+// beyond what the caches hold: one record per Foo, made by its first sync
 // and dropped whole, by forget, when a sync finds the Foo gone. Nothing in
 // it is needed for correctness after a restart: a new process starts with
 // none, and at worst writes a status or an Event sooner, or looks for

@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -33,7 +34,7 @@ func (q queue) addExpedited(key cache.ObjectName) {
 // Retry policy: a key whose sync fails is retried after 5ms, 10ms, 20ms,
 // ... doubling, and all retries together are limited to 10/s with bursts
 // of 100 (client-go's default controller rate limiter), but never later
-// than failedRetryMax. A sync that is done resets the key's backoff. A new
+// than failedRetryMax (retryLimiter). A sync that is done resets the key's backoff. A new
 // event or a resync adds the key at once, whatever its backoff.
 func newQueue(name string) queue {
 	storage := lanes.New[cache.ObjectName]()
@@ -48,26 +49,41 @@ func newQueue(name string) queue {
 }
 
 // failedRetryMax is the longest a Foo whose sync failed waits for its
-// retry. The backoff of one key grows to 1000 s, and all retries share
-// 10/s, so after an outage that failed 100,000 Foos (a webhook down, a
-// quota) the last of them would wait hours for its turn (100,000 / 10 s).
-// With the cap, none waits more than 10 minutes once the cause is gone,
-// and a Foo that keeps failing is tried every 10 minutes; the resync that
-// bounded it before synced every cached Foo, and is now hours apart
-// (pkg/options).
+// retry. client-go's default controller rate limiter grows one key's
+// backoff to 1000 s, and makes all retries share 10/s, so after an outage
+// that failed 100,000 Foos (a webhook down, a quota) the last of them
+// would wait hours for its turn (100,000 / 10 s). With the cap, none waits
+// more than 10 minutes once the cause is gone, and a Foo that keeps
+// failing is tried every 10 minutes; the resync that bounded it before
+// synced every cached Foo, and is now hours apart (pkg/options).
 const failedRetryMax = 10 * time.Minute
 
-// retryLimiter is client-go's default controller rate limiter, each delay
-// capped at failedRetryMax.
+// retryLimiter is client-go's default controller rate limiter (per key:
+// 5 ms doubling; all keys: 10/s, bursts of 100), each delay at most
+// failedRetryMax. A retry the shared 10/s would push past the cap does not
+// take its place in it: the cap, not the queue of retries, decides, so an
+// outage's retries leave no debt that would hold later failures back.
 func retryLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return capped{workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), failedRetryMax}
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, failedRetryMax),
+		cappedBucket{rate.NewLimiter(rate.Limit(10), 100), failedRetryMax})
 }
 
-type capped struct {
-	workqueue.TypedRateLimiter[cache.ObjectName]
+// cappedBucket is client-go's BucketRateLimiter, except that a delay
+// over max gives its reservation back and is max.
+type cappedBucket struct {
+	*rate.Limiter
 	max time.Duration
 }
 
-func (c capped) When(key cache.ObjectName) time.Duration {
-	return min(c.TypedRateLimiter.When(key), c.max)
+func (b cappedBucket) When(cache.ObjectName) time.Duration {
+	r := b.Reserve()
+	if d := r.Delay(); d <= b.max {
+		return d
+	}
+	r.Cancel()
+	return b.max
 }
+
+func (cappedBucket) NumRequeues(cache.ObjectName) int { return 0 }
+func (cappedBucket) Forget(cache.ObjectName)          {}

@@ -238,7 +238,7 @@ func (c *Controller) applyDeployment(ctx context.Context, foo *samplev1beta1.Foo
 }
 
 // apply server-side applies a Deployment of foo's, and remembers the
-// answer in front of the cache (see lister).
+// answer in front of the cache (see ownwrites.Lister).
 func (c *Controller) apply(ctx context.Context, foo *samplev1beta1.Foo, desired *appsv1apply.DeploymentApplyConfiguration) (*plan.DeploymentView, error) {
 	dep, err := c.kubeclientset.AppsV1().Deployments(foo.Namespace).Apply(ctx, desired,
 		metav1.ApplyOptions{FieldManager: controllerName, Force: true})

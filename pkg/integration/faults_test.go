@@ -671,7 +671,7 @@ func (s *scenario) denyToController(prefix string, rule admissionregistrationv1.
 // that the API server cannot call (failurePolicy Fail) fails every apply
 // with a 500, which is not the API server refusing the object and may lift
 // by itself. The controller retries it with backoff, and once
-// reportAfterFailures tries in a row have failed (about 20 s), the Foo says
+// plan.ReportAfterFailures tries in a row have failed (about 20 s), the Foo says
 // why: Ready=False, DeploymentApplyFailed, quoting "failed calling
 // webhook". Once the webhook is gone, a retry converges the Foo.
 func TestUnreachableWebhookIsReported(t *testing.T) {

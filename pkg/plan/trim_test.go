@@ -441,7 +441,7 @@ func TestCachedObjectsShareRepeatedStrings(t *testing.T) {
 
 // FuzzOwnedValuesSeesEveryDrift: two Deployments with the same OwnedValues
 // have the same Drift, which is what the controller relies on to remember
-// a correction the API server did not keep (sync.go, overriddenState). A
+// a correction the API server did not keep (corrections.Overridden, kept by corrections.go). A
 // field that Drift compares and OwnedValues leaves out fails here, once
 // edits touch it: a new field needs both, and an edit.
 //

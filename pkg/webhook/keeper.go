@@ -268,9 +268,9 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 func (k *Keeper) mayWrite(what string) error {
 	now := k.Now()
 	if writeLimit.Reserve(&k.writes, 0, now).Wait > 0 {
-		return fmt.Errorf("holding off writing %s: %d attempts to write the webhook certificate or the caBundle within %v; "+
+		return fmt.Errorf("holding off writing %s: %d attempts to write the webhook certificate or the caBundle at once, then one per %v, are used up; "+
 			"something else keeps changing them back: a GitOps tool or Helm re-applying the CRD with its own caBundle, a CA injector, or another tool writing the Secret %s",
-			what, writeBurst, writeWindow, k.Secret)
+			what, writeBurst, writeWindow/writeBurst, k.Secret)
 	}
 	writeLimit.Made(&k.writes, 0, now)
 	return nil
