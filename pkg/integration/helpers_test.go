@@ -71,6 +71,22 @@ func testSlug(t *testing.T) string {
 // namespace of the given name, which it creates.
 func newScenarioIn(t *testing.T, cl *cluster, ns string) *scenario {
 	t.Helper()
+	s := scenarioInExisting(t, cl, ns)
+	if _, err := s.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs last: after every controller the test
+	// started has been stopped (see launch).
+	t.Cleanup(func() {
+		_ = s.kube.CoreV1().Namespaces().Delete(context.Background(), s.ns, metav1.DeleteOptions{})
+	})
+	return s
+}
+
+// scenarioInExisting is a scenario in a namespace that exists already (as
+// TestHowItWorksLog's "default"), which it neither creates nor deletes.
+func scenarioInExisting(t *testing.T, cl *cluster, ns string) *scenario {
+	t.Helper()
 	s := &scenario{t: t, ctx: t.Context(), cl: cl, ns: ns}
 	var err error
 	if s.kube, err = kubernetes.NewForConfig(cl.admin); err != nil {
@@ -82,14 +98,6 @@ func newScenarioIn(t *testing.T, cl *cluster, ns string) *scenario {
 	if s.dyn, err = dynamic.NewForConfig(cl.admin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs last: after every controller the test
-	// started has been stopped (see launch).
-	t.Cleanup(func() {
-		_ = s.kube.CoreV1().Namespaces().Delete(context.Background(), s.ns, metav1.DeleteOptions{})
-	})
 	return s
 }
 

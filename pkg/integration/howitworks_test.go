@@ -16,11 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
-	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 )
 
 // TestHowItWorksLog keeps the log quoted in docs/how-it-works.md ("One
@@ -91,24 +88,6 @@ func howItWorksCluster(t *testing.T) *cluster {
 	}
 	t.Logf("private control plane up in %v (logs in %s)", time.Since(start).Round(time.Millisecond), dir)
 	return cl
-}
-
-// scenarioInExisting is a scenario in a namespace that exists already
-// (the page's default), which it neither creates nor deletes.
-func scenarioInExisting(t *testing.T, cl *cluster, ns string) *scenario {
-	t.Helper()
-	s := &scenario{t: t, ctx: t.Context(), cl: cl, ns: ns}
-	var err error
-	if s.kube, err = kubernetes.NewForConfig(cl.admin); err != nil {
-		t.Fatal(err)
-	}
-	if s.foos, err = clientset.NewForConfig(cl.admin); err != nil {
-		t.Fatal(err)
-	}
-	if s.dyn, err = dynamic.NewForConfig(cl.admin); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // howItWorksRun is what the page's scenario left: the controller's log,
