@@ -154,8 +154,10 @@ func (s *scenario) launch(bin string, environ []string, args ...string) *process
 // ends; its logs are kept with the shared cluster's.
 func privateCluster(t *testing.T, opts clusterOptions) *cluster {
 	t.Helper()
-	dir := filepath.Join(env.dir, "cluster-"+strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-")))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// A directory of its own for each plane, named after the test: with
+	// -count=N the next run's plane must not find this one's etcd data.
+	dir, err := os.MkdirTemp(env.dir, "cluster-"+strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))+"-")
+	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

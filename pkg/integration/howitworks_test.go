@@ -43,7 +43,7 @@ func TestHowItWorksLog(t *testing.T) {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
-	s := scenarioInExisting(t, howItWorksCluster(t), howItWorksNamespace)
+	s := scenarioInExisting(t, privateCluster(t, clusterOptions{}), howItWorksNamespace)
 	run := s.runHowItWorks(bin)
 	if capture != "" {
 		if err := os.WriteFile(capture, []byte(run.log+"\n--- kubectl describe foo "+howItWorksFoo+"\n"+run.describe), 0o644); err != nil {
@@ -67,29 +67,8 @@ const (
 	howItWorksSection   = "## One Foo's journey, in the log"
 )
 
-// howItWorksCluster is privateCluster in a directory of its own for each
-// run, so that -count=N starts each plane afresh (privateCluster's
-// directory is named after the test, and the second plane would find the
-// first one's etcd data there). The page's run has a plane to itself:
-// the controller runs cluster-wide, as the page runs it.
-func howItWorksCluster(t *testing.T) *cluster {
-	t.Helper()
-	dir, err := os.MkdirTemp(env.dir, "cluster-howitworks-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	cl, err := startCluster(t.Context(), repoRoot, env.testbin, dir, clusterOptions{})
-	if cl != nil {
-		t.Cleanup(cl.stop)
-	}
-	if err != nil {
-		t.Fatalf("private control plane: %v", err)
-	}
-	t.Logf("private control plane up in %v (logs in %s)", time.Since(start).Round(time.Millisecond), dir)
-	return cl
-}
-
+// The page's run has a control plane to itself (privateCluster): the
+// controller runs cluster-wide, as the page runs it.
 // howItWorksRun is what the page's scenario left: the controller's log,
 // its klog lines normalized, and what kubectl describe showed before the
 // delete.
