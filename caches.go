@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/cachetrim"
 	"example.com/foo-controller/pkg/ownwrites"
 	"example.com/foo-controller/pkg/plan"
@@ -86,7 +87,7 @@ func (c *Controller) needPrune(foo *samplev1beta1.Foo, rec *record) bool {
 // controls under a name other than the one it declares, and not already
 // being deleted.
 func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
-	keys, err := c.deploymentsLister.Informed.IndexKeys(deploymentByFooUID, string(foo.UID))
+	keys, err := c.deploymentsLister.Informed.IndexKeys(caches.DeploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return true // look the slow way
 	}
@@ -98,49 +99,6 @@ func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
 		obj, exists, err := c.deploymentsLister.Informed.GetByKey(k)
 		return err != nil || (exists && obj.(*plan.DeploymentView).DeletionTimestamp == nil)
 	})
-}
-
-const (
-	// fooByDeploymentName indexes Foos by "namespace/spec.deployment.name", so
-	// an event on any Deployment — including one we do not own — finds the
-	// Foos that want that name. That is how a Foo blocked by a foreign
-	// Deployment is retried the moment that Deployment goes away, without
-	// polling.
-	fooByDeploymentName = "fooByDeploymentName"
-	// deploymentByFooUID indexes Deployments by the UID of the Foo that
-	// controls them, so a Foo finds all its Deployments (the current one and
-	// any left from an old spec.deployment.name) without a List call.
-	deploymentByFooUID = "deploymentByFooUID"
-)
-
-// addIndexers registers the indexes above with the informers.
-func addIndexers(deploymentInformer, fooInformer cache.SharedIndexInformer) error {
-	if err := fooInformer.AddIndexers(cache.Indexers{fooByDeploymentName: indexFooByDeploymentName}); err != nil {
-		return fmt.Errorf("adding Foo index: %w", err)
-	}
-	if err := deploymentInformer.AddIndexers(cache.Indexers{deploymentByFooUID: indexDeploymentByFooUID}); err != nil {
-		return fmt.Errorf("adding Deployment index: %w", err)
-	}
-	return nil
-}
-
-func indexFooByDeploymentName(obj any) ([]string, error) {
-	foo, ok := obj.(*samplev1beta1.Foo)
-	if !ok || foo.Spec.Deployment.Name == "" {
-		return nil, nil
-	}
-	return []string{foo.Namespace + "/" + foo.Spec.Deployment.Name}, nil
-}
-
-func indexDeploymentByFooUID(obj any) ([]string, error) {
-	dep, ok := obj.(*plan.DeploymentView)
-	if !ok {
-		return nil, nil
-	}
-	if ref := plan.ControllerFoo(dep); ref != nil {
-		return []string{string(ref.UID)}, nil
-	}
-	return nil, nil
 }
 
 // deletedMeanwhile reports whether foo, whose Deployment the cache no

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
 	informers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
@@ -110,7 +111,7 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}
-	if err := addIndexers(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
+	if err := caches.AddIndexers(deploymentInformer.Informer(), fooInformer.Informer()); err != nil {
 		return nil, err
 	}
 	c := &Controller{

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -90,7 +91,7 @@ func (c *Controller) orphanDeployments(ctx context.Context, foo *samplev1beta1.F
 	for i := range list.Items {
 		deps[list.Items[i].Name] = plan.NewDeploymentView(&list.Items[i])
 	}
-	cached, err := c.deploymentsLister.ByIndex(deploymentByFooUID, string(foo.UID))
+	cached, err := c.deploymentsLister.ByIndex(caches.DeploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}

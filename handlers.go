@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/plan"
 )
 
@@ -68,7 +69,7 @@ func (c *Controller) addFoo(obj any, expedite bool) {
 		return
 	}
 	if expedite {
-		c.workqueue.addExpedited(key)
+		c.workqueue.AddExpedited(key)
 		return
 	}
 	c.workqueue.Add(key)
@@ -96,10 +97,10 @@ func (c *Controller) handleDeployment(obj any) {
 		if err == nil && foo.UID == ref.UID {
 			// Its Deployment exists and changed: report or repair before
 			// starting on Foos that have no Deployment yet.
-			c.workqueue.addExpedited(cache.MetaObjectToName(foo))
+			c.workqueue.AddExpedited(cache.MetaObjectToName(foo))
 		}
 	}
-	foos, err := c.foosLister.ByIndex(fooByDeploymentName, dep.Namespace+"/"+dep.Name)
+	foos, err := c.foosLister.ByIndex(caches.FooByDeploymentName, dep.Namespace+"/"+dep.Name)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return

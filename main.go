@@ -22,6 +22,7 @@ import (
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/buildinfo"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/eventsink"
 	"example.com/foo-controller/pkg/leader"
 	"example.com/foo-controller/pkg/metrics"
@@ -132,7 +133,7 @@ func run(ctx context.Context, o options.Options) (err error) {
 		return err
 	}
 	defer func() { sender.Stop(logger, errors.Is(err, leader.ErrLost)) }()
-	namespaces, err := startNamespaceInformer(ctx, o, cs)
+	namespaces, err := caches.StartNamespaces(ctx, o, cs)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func run(ctx context.Context, o options.Options) (err error) {
 	}
 
 	// The informers, the controller over them, and its workers.
-	deploymentInformer, fooInformer, start, err := newInformers(o, cs)
+	deploymentInformer, fooInformer, start, err := caches.New(o, cs)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/changeevents"
 	"example.com/foo-controller/pkg/plan"
 )
@@ -279,7 +280,7 @@ func (c *Controller) pruneDeployments(ctx context.Context, foo *samplev1beta1.Fo
 	if !c.needPrune(foo, rec) {
 		return nil
 	}
-	objs, err := c.deploymentsLister.ByIndex(deploymentByFooUID, string(foo.UID))
+	objs, err := c.deploymentsLister.ByIndex(caches.DeploymentByFooUID, string(foo.UID))
 	if err != nil {
 		return err
 	}

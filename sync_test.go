@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
+	"example.com/foo-controller/pkg/caches"
 	"example.com/foo-controller/pkg/ownwrites"
 	"example.com/foo-controller/pkg/plan"
 )
@@ -389,7 +390,7 @@ type countingCache struct {
 }
 
 func (c *countingCache) ByIndex(name, key string) ([]any, error) {
-	if name == deploymentByFooUID {
+	if name == caches.DeploymentByFooUID {
 		c.scans++
 	}
 	return c.MutationCache.ByIndex(name, key)

@@ -54,14 +54,13 @@ func TestQueue(t *testing.T) {
 	}
 }
 
-// TestInWorkqueue checks the lanes inside a real client-go workqueue: its
-// deduplication and its rule that a key being processed is not handed out
-// again until Done still hold.
+// TestInWorkqueue checks the lanes inside a real client-go workqueue
+// (NewWorkqueue's three layers): its deduplication and its rule that a key
+// being processed is not handed out again until Done still hold.
 func TestInWorkqueue(t *testing.T) {
-	lanes := New[string]()
-	q := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Queue: lanes})
+	q := NewWorkqueue("lanes-test", workqueue.DefaultTypedControllerRateLimiter[string](), nil)
 	defer q.ShutDown()
-	expedite := func(key string) { lanes.Expedite(key); q.Add(key) }
+	expedite := q.AddExpedited
 	get := func() string {
 		key, _ := q.Get()
 		return key

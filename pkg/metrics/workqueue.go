@@ -61,7 +61,7 @@ func registerQueues() {
 }
 
 // QueueMetrics is the workqueue metrics provider: every named workqueue
-// (all three layers of newQueue's) is given it, and it is client-go's
+// (all three layers of lanes.NewWorkqueue's) is given it, and it is client-go's
 // global provider too.
 var QueueMetrics workqueue.MetricsProvider = queueMetricsProvider{}
 

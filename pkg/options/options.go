@@ -66,7 +66,7 @@ func Parse(name string, args []string) (Options, error) {
 	// safety net, not the loop. It costs CPU in proportion to the Foos
 	// cached, at every pass (docs/performance.md, "Levers": the resync),
 	// and nothing waits for it: every Foo whose last sync failed is retried
-	// at least every 10 minutes (failedRetryMax, queue.go), and the
+	// at least every 10 minutes (failedRetryMax, the root's queue.go), and the
 	// sync's own re-checks are requeues. 10 hours, as controller-runtime.
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", 10*time.Hour,
 		"How often every cached Foo is synced again even without events; 0 disables. A resync reads only the cache and writes nothing for a converged Foo; it also retries at once a Foo in failure backoff (a failed Foo is retried at least every 10 minutes anyway).")

@@ -137,7 +137,7 @@ func checkAPIOnce(ctx context.Context, cfg *rest.Config, namespace string) error
 		return err
 	}
 	// The namespaces informer lists cluster-wide, or -namespace's alone
-	// (see startNamespaceInformer, in informers.go): a Role in that namespace cannot grant it.
+	// (see caches.StartNamespaces): a Role in that namespace cannot grant it.
 	nsList := one
 	if namespace != "" {
 		nsList.FieldSelector = fields.OneTermEqualSelector("metadata.name", namespace).String()
