@@ -68,7 +68,8 @@ type Controller struct {
 	// Keys woken by their Deployment (its status moved, or someone changed
 	// it) or by a user's request (a new generation, a deletion) are
 	// expedited ahead of the keys waiting for a first sync, so a burst of
-	// new Foos does not delay the Foos already deployed (queue.go).
+	// new Foos does not delay the Foos already deployed (handlers.go,
+	// pkg/lanes).
 	workqueue queue
 	// memory is what the controller remembers of each Foo between syncs:
 	// one record per Foo, dropped when the Foo goes (memory.go).
@@ -104,8 +105,8 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 	}
 
 	// Every read of the Deployment cache expects what cachetrim keeps of a
-	// Deployment (a plan.DeploymentView), so the transform is set here
-	// rather than left to each caller's informer factory; the informer's
+	// Deployment (a plan.DeploymentView), so the transform is set here,
+	// whatever the caller's informer factory set (caches.New's does); the informer's
 	// generated Lister() would expect *appsv1.Deployment, so the lister is
 	// ours (ownwrites.NewLister).
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {

@@ -18,7 +18,8 @@ import (
 
 // syncFinalizer adds the orphan finalizer to a Foo whose deletionPolicy is
 // Orphan and removes it when the policy is Delete. It returns the Foo to go
-// on with: the API server's answer if it patched, otherwise foo itself.
+// on with: the API server's answer if it patched, nil if the Foo is gone,
+// otherwise foo itself.
 func (c *Controller) syncFinalizer(ctx context.Context, foo *samplev1beta1.Foo) (*samplev1beta1.Foo, error) {
 	patch, needed, err := plan.FinalizerPatch(foo, plan.WantsOrphanFinalizer(foo))
 	if err != nil || !needed {

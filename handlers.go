@@ -100,6 +100,8 @@ func (c *Controller) handleDeployment(obj any) {
 			c.workqueue.AddExpedited(cache.MetaObjectToName(foo))
 		}
 	}
+	// Every Foo that wants this name, ours or blocked by it (the
+	// controlling Foo is among them, added twice: the queue keeps one).
 	foos, err := c.foosLister.ByIndex(caches.FooByDeploymentName, dep.Namespace+"/"+dep.Name)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -115,7 +117,7 @@ func (c *Controller) handleDeploymentUpdate(oldObj, newObj any) {
 	oldDep, newDep := oldObj.(*plan.DeploymentView), newObj.(*plan.DeploymentView)
 	if oldDep.ResourceVersion == newDep.ResourceVersion {
 		// A re-delivery of an unchanged object (a relist after a watch
-		// expired; Deployments are not resynced, see main.go): nothing new.
+		// expired; Deployments are not resynced, see caches.New): nothing new.
 		return
 	}
 	// If the controller reference changed, the old controller must hear of

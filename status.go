@@ -66,7 +66,7 @@ func (c *Controller) syncStatus(ctx context.Context, foo *samplev1beta1.Foo, rec
 	if err != nil {
 		return syncResult{}, fmt.Errorf("writing status: %w", err)
 	}
-	c.foosLister.Mutation(trimmedFoo(updated))
+	c.foosLister.Mutation(trimmedFoo(updated)) // the next sync reads it, watched or not (section 6 of how-it-works)
 	rec.statusPace.Wrote(c.clock.Now())
 
 	ready := meta.FindStatusCondition(want.Conditions, samplev1beta1.ConditionReady)

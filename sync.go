@@ -21,9 +21,11 @@ import (
 )
 
 // syncHandler converges one Foo and says what should happen next (see
-// syncResult). It reads only from the informer cache (it never modifies
-// cached objects) and sends a request only for something that differs from
-// what the Foo declares. In order: the Foo; its deletion and finalizer; its
+// syncResult). It reads the Foo and its Deployment from the informer
+// caches (never modifying cached objects; the few reads from the API
+// server are named where they are made: deletedMeanwhile,
+// orphanDeployments, writeStatus) and sends a request only for something
+// that differs from what the Foo declares. In order: the Foo; its deletion and finalizer; its
 // Deployment, created if missing, checked to be ours, put back where it
 // drifted; Deployments left under an old name; the status; when to look
 // again. What a production concern adds is one named call, explained where
@@ -51,7 +53,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 	if foo.DeletionTimestamp != nil {
 		return syncResult{}, c.finalize(ctx, foo)
 	}
-	if foo, err = c.syncFinalizer(ctx, foo); err != nil || foo == nil {
+	if foo, err = c.syncFinalizer(ctx, foo); err != nil || foo == nil { // nil: gone meanwhile
 		return syncResult{}, err
 	}
 
@@ -181,7 +183,7 @@ func (c *Controller) createDeployment(ctx context.Context, foo *samplev1beta1.Fo
 	klog.FromContext(ctx).V(2).Info("Created Deployment", "deployment", klog.KObj(created))
 	c.event(foo, created, corev1.EventTypeNormal, reasonCreated, "CreateDeployment",
 		"Created Deployment %s with %d replicas", created.Name, plan.Replicas(foo))
-	c.noteOverridden(ctx, foo, rec, created)
+	c.noteOverridden(ctx, foo, rec, created) // a mutating policy may rewrite it at once (corrections.go)
 	return plan.Observation{Deployment: created}, syncResult{}, nil
 }
 

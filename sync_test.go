@@ -283,8 +283,11 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 	// informers have not seen either write yet. A second sync of the same
 	// key (say, prompted by the Deployment's watch event racing the
 	// Foo's) must not create it again, write status again or repeat the
-	// Event.
+	// Event. The Foo has a status from an earlier generation (its
+	// Deployment deleted since), so that its status is written at once:
+	// a new Foo's first one is held back (syncStatus).
 	foo := newFoo("a", 2)
+	foo.Generation, foo.Status.ObservedGeneration = 2, 1
 	f := newFixture(t).withFoo(foo)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
@@ -293,6 +296,9 @@ func TestSyncReadsItsOwnWrites(t *testing.T) {
 	}
 	if n := len(drainEvents(f.recorder)); n != 1 {
 		t.Fatalf("first sync: %d events, want 1", n)
+	}
+	if st := appliedStatus(t, f.client.Actions()); st.ObservedGeneration != 2 {
+		t.Fatalf("first sync wrote observedGeneration %d, want 2", st.ObservedGeneration)
 	}
 	f.kubeclient.ClearActions()
 	f.client.ClearActions()
