@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -101,28 +102,34 @@ func (c *Controller) leftoverIndexed(foo *samplev1beta1.Foo) bool {
 	})
 }
 
-// deletedMeanwhile reports whether foo, whose Deployment the cache no
-// longer has, is gone from the API server although the cache still has
-// it. The garbage collector deletes a Foo's Deployment once the Foo is
+// errDeletedMeanwhile is deletedMeanwhile's answer for a Foo that is gone
+// (or replaced by another of the same name) although the cache still has
+// it.
+var errDeletedMeanwhile = errors.New("the Foo was deleted meanwhile")
+
+// deletedMeanwhile returns errDeletedMeanwhile if foo, whose Deployment the
+// cache no longer has, is gone from the API server although the cache
+// still has it. The garbage collector deletes a Foo's Deployment once the Foo is
 // gone, and the two informers are independent: the Deployment's deletion
 // can arrive first, and its sync would create the Deployment again (and
-// tell the user so) for a Foo that no longer exists. Only a Foo whose
-// Deployment for this spec was in place at an earlier sync (its record
-// says it was pruned for this spec) is asked about, with one GET: a new
-// Foo, a renamed Deployment, a create the API server refused cost nothing
-// more, and a Deployment someone deleted by hand is created again after
-// that one request.
-func (c *Controller) deletedMeanwhile(ctx context.Context, foo *samplev1beta1.Foo, rec *record) (bool, error) {
-	if rec.pruned != prunedOf(foo) {
-		return false, nil
+// tell the user so) for a Foo that no longer exists, and write its status
+// onto a successor of the same name. Only a Foo whose Deployment of this
+// name was in place at an earlier sync (its record says it was pruned with
+// this name, in any generation: an edit just before the deletion must not
+// hide it) is asked about, with one GET: a new Foo, a renamed Deployment,
+// a create the API server refused cost nothing more, and a Deployment
+// someone deleted by hand is created again after that one request.
+func (c *Controller) deletedMeanwhile(ctx context.Context, foo *samplev1beta1.Foo, rec *record) error {
+	if rec.pruned.deploymentName != foo.Spec.Deployment.Name {
+		return nil
 	}
 	live, err := c.fooclientset.SamplecontrollerV1beta1().Foos(foo.Namespace).Get(ctx, foo.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && live.UID != foo.UID) {
 		klog.FromContext(ctx).V(2).Info("Foo was deleted; not creating its Deployment again")
-		return true, nil
+		return errDeletedMeanwhile
 	}
 	if err != nil {
-		return false, fmt.Errorf("reading the Foo before creating its Deployment again: %w", err)
+		return fmt.Errorf("reading the Foo before creating its Deployment again: %w", err)
 	}
-	return false, nil
+	return nil
 }

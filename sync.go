@@ -65,6 +65,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syn
 		// status, no Event, no retry: the Foo's deletion ends it.
 		logger.V(2).Info("Namespace is being deleted; not creating the Deployment", "deployment", foo.Spec.Deployment.Name)
 		return syncResult{}, nil
+	case errors.Is(err, errDeletedMeanwhile):
+		// Its Deployment went with it (the garbage collector): nothing to
+		// create, and nothing to report on.
+		return syncResult{}, nil
 	case c.mustReport(rec, err): // failures.go
 		// The API server refused the Deployment (quota, admission policy),
 		// or keeps failing it: the user must see why, on the Foo. The
@@ -131,10 +135,8 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo,
 			logger.V(4).Info("Namespace is being deleted; not creating the Deployment")
 			return plan.Observation{}, syncResult{}, nil
 		}
-		if gone, err := c.deletedMeanwhile(ctx, foo, rec); gone || err != nil { // caches.go
-			// Its Deployment went with it (the garbage collector): nothing
-			// to create, and nothing to report on.
-			return plan.Observation{Waiting: true}, syncResult{}, err
+		if err := c.deletedMeanwhile(ctx, foo, rec); err != nil { // caches.go
+			return plan.Observation{}, syncResult{}, err
 		}
 		return c.createDeployment(ctx, foo, rec)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -579,18 +580,30 @@ func BenchmarkSyncConverged(b *testing.B) {
 // deletes a Foo's Deployment once the Foo is gone, and the Deployment
 // informer may tell us before the Foo informer does. The sync that
 // deletion brings still finds the Foo in the cache; it must not create the
-// Deployment again (nor tell the user it did): one GET says the Foo is
-// gone. Someone deleting the Deployment of a Foo that still exists gets it
-// back, after the same GET.
+// Deployment again (nor tell the user it did), nor write its status, which
+// would land on a successor of the same name: one GET says the Foo is
+// gone. An edit of the Foo just before its deletion does not hide that.
+// Someone deleting the Deployment of a Foo that still exists gets it back,
+// after the same GET.
 func TestSyncDoesNotRecreateForAFooDeletedMeanwhile(t *testing.T) {
+	foos := schema.GroupVersionResource{Group: samplev1beta1.GroupVersion.Group, Version: samplev1beta1.GroupVersion.Version, Resource: "foos"}
 	for _, tc := range []struct {
-		name      string
-		fooInAPI  bool
-		wantKube  []string
+		name string
+		// inAPI is the Foo the API server has by then: nil, gone.
+		inAPI     func(foo *samplev1beta1.Foo) *samplev1beta1.Foo
+		editFirst bool // the cache sees an edit (generation 2) first
+		wantKube  []string // nil: nothing created
 		wantEvent []string
 	}{
-		{"the Foo is gone", false, nil, nil},
-		{"the Foo is still there", true, []string{"patch deployments a-deploy " + applyPatch}, []string{"Normal Created"}},
+		{name: "the Foo is gone", inAPI: func(*samplev1beta1.Foo) *samplev1beta1.Foo { return nil }},
+		{name: "the Foo is gone, edited just before", inAPI: func(*samplev1beta1.Foo) *samplev1beta1.Foo { return nil }, editFirst: true},
+		{name: "another Foo of the same name replaced it", inAPI: func(foo *samplev1beta1.Foo) *samplev1beta1.Foo {
+			next := newFoo(foo.Name, 1)
+			next.UID = "a-successor-uid"
+			return next
+		}},
+		{name: "the Foo is still there", inAPI: func(foo *samplev1beta1.Foo) *samplev1beta1.Foo { return foo },
+			wantKube: []string{"patch deployments a-deploy " + applyPatch}, wantEvent: []string{"Normal Created"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			foo := newFoo("a", 1)
@@ -602,9 +615,21 @@ func TestSyncDoesNotRecreateForAFooDeletedMeanwhile(t *testing.T) {
 			if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil { // converged: in place
 				t.Fatal(err)
 			}
-			if !tc.fooInAPI {
-				if err := f.client.Tracker().Delete(schema.GroupVersionResource{Group: samplev1beta1.GroupVersion.Group, Version: samplev1beta1.GroupVersion.Version, Resource: "foos"}, testNS, "a"); err != nil {
+			if tc.editFirst {
+				edited := foo.DeepCopy()
+				edited.Generation, edited.Spec.Deployment.Replicas = 2, ptr.To[int32](3)
+				if err := f.fooIndexer.Update(edited); err != nil {
 					t.Fatal(err)
+				}
+			}
+			if live := tc.inAPI(foo); live != foo {
+				if err := f.client.Tracker().Delete(foos, testNS, "a"); err != nil {
+					t.Fatal(err)
+				}
+				if live != nil {
+					if err := f.client.Tracker().Add(live); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if err := f.deploymentIndexer.Delete(plan.NewDeploymentView(dep)); err != nil {
@@ -615,12 +640,18 @@ func TestSyncDoesNotRecreateForAFooDeletedMeanwhile(t *testing.T) {
 			f.client.ClearActions()
 			drainEvents(f.recorder)
 
-			if _, err := c.syncHandler(ctx, keyOf(foo)); err != nil {
+			res, err := c.syncHandler(ctx, keyOf(foo))
+			if err != nil {
 				t.Fatal(err)
 			}
 			assertActions(t, "kube", f.kubeclient.Actions(), tc.wantKube)
-			if got := describeAll(f.client.Actions()); len(got) == 0 || got[0] != "get foos" {
-				t.Errorf("foo actions %q, want a GET of the Foo first", got)
+			if tc.wantKube == nil && res != (syncResult{}) {
+				t.Errorf("sync result %+v for a Foo deleted meanwhile, want done", res)
+			}
+			// The GET, and no status write: a converged Foo's status
+			// stands, and a deleted one's would land on its successor.
+			if got, want := describeAll(f.client.Actions()), []string{"get foos"}; !slices.Equal(got, want) {
+				t.Errorf("foo actions %q, want %q", got, want)
 			}
 			assertEvents(t, drainEvents(f.recorder), tc.wantEvent...)
 		})
