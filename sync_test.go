@@ -591,7 +591,7 @@ func TestSyncDoesNotRecreateForAFooDeletedMeanwhile(t *testing.T) {
 		name string
 		// inAPI is the Foo the API server has by then: nil, gone.
 		inAPI     func(foo *samplev1beta1.Foo) *samplev1beta1.Foo
-		editFirst bool // the cache sees an edit (generation 2) first
+		editFirst bool     // the cache sees an edit (generation 2) first
 		wantKube  []string // nil: nothing created
 		wantEvent []string
 	}{
