@@ -236,14 +236,14 @@ func Served(apply *appsv1apply.DeploymentApplyConfiguration) (*appsv1.Deployment
 	dep.ResourceVersion = "1"
 	dep.Generation = 1
 	dep.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	DeploymentDefaults(dep)
+	deploymentDefaults(dep)
 	return dep, nil
 }
 
-// DeploymentDefaults sets the apps/v1 and core/v1 defaults the API server
+// deploymentDefaults sets the apps/v1 and core/v1 defaults the API server
 // gives a Deployment (k8s.io/kubernetes/pkg/apis/apps/v1 and core/v1
 // SetDefaults_*), as far as the controller's Deployment can have them.
-func DeploymentDefaults(dep *appsv1.Deployment) {
+func deploymentDefaults(dep *appsv1.Deployment) {
 	s := &dep.Spec
 	if s.Replicas == nil {
 		s.Replicas = ptr.To[int32](1)

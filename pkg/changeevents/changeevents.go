@@ -22,8 +22,8 @@ import (
 
 // Reasons of the Events told.
 const (
-	ReasonScaled  = "Scaled"
-	ReasonUpdated = "Updated"
+	reasonScaled  = "Scaled"
+	reasonUpdated = "Updated"
 )
 
 // Change is one change the controller made to an object: a scale from
@@ -68,9 +68,9 @@ func (h *Held) Tell(subject any, c Change, edited bool, now time.Time) []Event {
 	if !edited {
 		out := h.take(now)
 		if c.Fields == nil {
-			return append(out, Event{ReasonScaled, "ScaleDeployment", fmt.Sprintf("Scaled Deployment %s from %d to %d replicas", c.Object, c.From, c.To)})
+			return append(out, Event{reasonScaled, "ScaleDeployment", fmt.Sprintf("Scaled Deployment %s from %d to %d replicas", c.Object, c.From, c.To)})
 		}
-		return append(out, Event{ReasonUpdated, "UpdateDeployment", fmt.Sprintf("Updated Deployment %s: %v", c.Object, c.Fields)})
+		return append(out, Event{reasonUpdated, "UpdateDeployment", fmt.Sprintf("Updated Deployment %s: %v", c.Object, c.Fields)})
 	}
 	next := held{since: now}
 	if h.held != nil {
@@ -132,14 +132,14 @@ func (h *Held) take(now time.Time) []Event {
 		if c.updates > 1 {
 			note += fmt.Sprintf(", through %d updates in %v", c.updates, took)
 		}
-		out = append(out, Event{ReasonUpdated, "UpdateDeployment", note})
+		out = append(out, Event{reasonUpdated, "UpdateDeployment", note})
 	}
 	if c.scales > 0 {
 		note := fmt.Sprintf("Scaled Deployment %s from %d to %d replicas", c.object, c.from, c.to)
 		if c.scales > 1 {
 			note += fmt.Sprintf(", through %d scales in %v", c.scales, took)
 		}
-		out = append(out, Event{ReasonScaled, "ScaleDeployment", note})
+		out = append(out, Event{reasonScaled, "ScaleDeployment", note})
 	}
 	return out
 }

@@ -12,11 +12,11 @@ import (
 	"sync/atomic"
 )
 
-// Listener accepts at most Total connections open at once, and at most
+// listener accepts at most Total connections open at once, and at most
 // PerAddress of them from one IP address; it closes one over either at
 // once (the client sees it reset) rather than leave it queued. Refused
 // counts them.
-type Listener struct {
+type listener struct {
 	net.Listener
 	Total, PerAddress int
 	Refused           atomic.Int64
@@ -29,16 +29,16 @@ type Listener struct {
 	byAddr map[string]int
 }
 
-// New wraps l.
-func New(l net.Listener, total, perAddress int) *Listener {
-	return &Listener{Listener: l, Total: total, PerAddress: perAddress, byAddr: map[string]int{}}
+// newListener wraps l.
+func newListener(l net.Listener, total, perAddress int) *listener {
+	return &listener{Listener: l, Total: total, PerAddress: perAddress, byAddr: map[string]int{}}
 }
 
 // Logged wraps l, logging refusals through log: the first ten, then one
 // in a hundred with their count (a client that opens connections in a
 // loop would otherwise fill the log).
-func Logged(l net.Listener, total, perAddress int, log func(addr string, refused int64)) *Listener {
-	ll := New(l, total, perAddress)
+func Logged(l net.Listener, total, perAddress int, log func(addr string, refused int64)) net.Listener {
+	ll := newListener(l, total, perAddress)
 	ll.OnRefuse = func(addr string, n int64) {
 		if n <= 10 || n%100 == 0 {
 			log(addr, n)
@@ -48,7 +48,7 @@ func Logged(l net.Listener, total, perAddress int, log func(addr string, refused
 }
 
 // Accept returns the next connection within the bounds.
-func (l *Listener) Accept() (net.Conn, error) {
+func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -75,7 +75,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *Listener) release(addr string) {
+func (l *listener) release(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--

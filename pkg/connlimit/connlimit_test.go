@@ -15,7 +15,7 @@ func TestListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := New(inner, 3, 2)
+	l := newListener(inner, 3, 2)
 	defer func() { _ = l.Close() }()
 	accepted := make(chan net.Conn, 10)
 	go func() {

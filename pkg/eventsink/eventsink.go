@@ -4,9 +4,9 @@
 // client-go's event broadcaster sends each Event from a goroutine of its
 // own, behind the client's rate limiter; nothing in it waits for them. A
 // controller that stops right after its last sync would cut those requests
-// off and lose the Events of its last changes. Tracked counts the Events on
-// their way and the writes in flight, so that shutdown can give them a
-// bounded time to finish.
+// off and lose the Events of its last changes. Its sink (tracked) counts
+// the Events on their way and the writes in flight, so that shutdown can
+// give them a bounded time to finish.
 package eventsink
 
 import (
@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/tools/events"
 )
 
-// Tracked is an events.EventSink that counts its in-flight writes and the
+// tracked is an events.EventSink that counts its in-flight writes and the
 // Events on their way to it: recorded through Recorder, and reaching the
 // broadcaster (Arrived, a watcher of the broadcaster's). (Not a
 // sync.WaitGroup: writes may start while Wait is waiting, which a
 // WaitGroup does not allow.)
-type Tracked struct {
+type tracked struct {
 	// Sink does the writing; usually an events.EventSinkImpl over the
 	// Events client.
 	Sink events.EventSink
@@ -37,53 +37,53 @@ type Tracked struct {
 	lastIn   time.Time // the last Event recorded through Recorder
 }
 
-// Refused is how long after the last Event recorded Wait stops waiting for
+// refused is how long after the last Event recorded Wait stops waiting for
 // those not arrived: client-go's recorder drops an Event it cannot make
 // (no reference to its object in the recorder's scheme; a type neither
 // Normal nor Warning) before handing it over, and the broadcaster drops
 // one for a watcher whose queue is full, so the count of those on their
 // way can be wrong for good.
-const Refused = 2 * time.Second
+const refused = 2 * time.Second
 
-// Quiet is how long after the last Event reached the broadcaster, or the
+// quiet is how long after the last Event reached the broadcaster, or the
 // last write began, Wait still waits for a write to begin: the broadcaster
 // writes each Event from goroutines of its own, a moment later. Counting
 // writes cannot replace this wait: the broadcaster sends some Events in no
 // write of their own (one it counts in a series) and others in several
 // (retries, series refreshes).
-const Quiet = time.Second
+const quiet = time.Second
 
-var _ events.EventSink = (*Tracked)(nil)
+var _ events.EventSink = (*tracked)(nil)
 
-func (t *Tracked) begin() {
+func (t *tracked) begin() {
 	t.mu.Lock()
 	t.inFlight++
 	t.last = time.Now()
 	t.mu.Unlock()
 }
 
-func (t *Tracked) end() {
+func (t *tracked) end() {
 	t.mu.Lock()
 	t.inFlight--
 	t.mu.Unlock()
 }
 
 // Create sends a new Event.
-func (t *Tracked) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+func (t *tracked) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	t.begin()
 	defer t.end()
 	return t.Sink.Create(ctx, e)
 }
 
 // Update updates an Event.
-func (t *Tracked) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+func (t *tracked) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	t.begin()
 	defer t.end()
 	return t.Sink.Update(ctx, e)
 }
 
 // Patch patches an Event (the broadcaster uses it to count a series).
-func (t *Tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+func (t *tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	t.begin()
 	defer t.end()
 	return t.Sink.Patch(ctx, e, data)
@@ -94,13 +94,13 @@ func (t *Tracked) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*e
 // own; one that gets there after the broadcaster is shut down is dropped
 // (TestLastChangeToldAtShutdown lost one so in CI), so Wait waits for each
 // to arrive before the sender shuts the broadcaster down.
-func (t *Tracked) Recorder(r events.EventRecorder) events.EventRecorder {
+func (t *tracked) Recorder(r events.EventRecorder) events.EventRecorder {
 	return countingRecorder{r, t}
 }
 
 type countingRecorder struct {
 	events.EventRecorder
-	t *Tracked
+	t *tracked
 }
 
 func (c countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
@@ -113,7 +113,7 @@ func (c countingRecorder) Eventf(regarding, related runtime.Object, eventtype, r
 
 // Arrived counts an Event that reached the broadcaster: pass it to the
 // broadcaster's StartEventWatcher.
-func (t *Tracked) Arrived(runtime.Object) {
+func (t *tracked) Arrived(runtime.Object) {
 	t.mu.Lock()
 	t.arrived++
 	t.last = time.Now()
@@ -124,19 +124,19 @@ func (t *Tracked) Arrived(runtime.Object) {
 const pollEvery = 10 * time.Millisecond
 
 // Wait waits until every Event recorded has reached the broadcaster (or
-// Refused has passed since the last was recorded), no write is in flight,
-// and none has begun, nor an Event arrived, for Quiet; or until timeout
+// refused has passed since the last was recorded), no write is in flight,
+// and none has begun, nor an Event arrived, for quiet; or until timeout
 // passes. It reports whether it did not time out. A process that recorded
 // nothing in its last second does not wait at all.
-func (t *Tracked) Wait(timeout time.Duration) bool {
+func (t *tracked) Wait(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		t.mu.Lock()
 		inFlight, last := t.inFlight, t.last
-		pending := t.handed > t.arrived && time.Since(t.lastIn) < Refused
+		pending := t.handed > t.arrived && time.Since(t.lastIn) < refused
 		t.mu.Unlock()
 		now := time.Now()
-		if inFlight == 0 && !pending && now.Sub(last) >= Quiet {
+		if inFlight == 0 && !pending && now.Sub(last) >= quiet {
 			return true
 		}
 		if !now.Before(deadline) {

@@ -26,7 +26,7 @@ func (s slowSink) Patch(context.Context, *eventsv1.Event, []byte) (*eventsv1.Eve
 // Event reaches the broadcaster (Arrived) after arrive, from a goroutine of
 // its own, and its write begins write later.
 type fakeRecorder struct {
-	sink          *Tracked
+	sink          *tracked
 	arrive, write time.Duration
 	written       chan struct{}
 }
@@ -43,12 +43,12 @@ func (f fakeRecorder) Eventf(runtime.Object, runtime.Object, string, string, str
 
 func TestWait(t *testing.T) {
 	s := slowSink{release: make(chan struct{})}
-	tr := &Tracked{Sink: s}
+	tr := &tracked{Sink: s}
 	start := time.Now()
 	if !tr.Wait(time.Second) {
 		t.Fatal("nothing ever recorded: Wait must return true")
 	}
-	if took := time.Since(start); took > Quiet/2 {
+	if took := time.Since(start); took > quiet/2 {
 		t.Fatalf("nothing ever recorded, yet Wait took %v", took)
 	}
 	started := make(chan struct{})
@@ -78,20 +78,20 @@ func TestWaitCoversTheHandOff(t *testing.T) {
 		name          string
 		arrive, write time.Duration
 	}{
-		// Slower than Quiet, within Refused (after which Wait stops
-		// waiting for an Event that never arrived: at 2*Quiet, exactly
-		// Refused, this raced with that deadline and failed under load).
-		{"slow to the broadcaster", Quiet + (Refused-Quiet)/2, 0},
-		{"slow to the sink", 0, Quiet / 2},
+		// Slower than quiet, within refused (after which Wait stops
+		// waiting for an Event that never arrived: at 2*quiet, exactly
+		// refused, this raced with that deadline and failed under load).
+		{"slow to the broadcaster", quiet + (refused-quiet)/2, 0},
+		{"slow to the sink", 0, quiet / 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := slowSink{release: make(chan struct{})}
 			close(s.release)
-			tr := &Tracked{Sink: s}
+			tr := &tracked{Sink: s}
 			written := make(chan struct{})
 			tr.Recorder(fakeRecorder{sink: tr, arrive: tc.arrive, write: tc.write, written: written}).
 				Eventf(nil, nil, "Normal", "Scaled", "ScaleDeployment", "")
-			if !tr.Wait(10 * Quiet) {
+			if !tr.Wait(10 * quiet) {
 				t.Fatal("Wait timed out")
 			}
 			select {
@@ -104,17 +104,17 @@ func TestWaitCoversTheHandOff(t *testing.T) {
 }
 
 // TestWaitAfterARefusedEvent: an Event client-go's recorder refused never
-// arrives; Wait stops waiting for it Refused after it was recorded, not at
+// arrives; Wait stops waiting for it refused after it was recorded, not at
 // its timeout, at every later stop too.
 func TestWaitAfterARefusedEvent(t *testing.T) {
-	tr := &Tracked{Sink: slowSink{}}
+	tr := &tracked{Sink: slowSink{}}
 	tr.Recorder(refusingRecorder{}).Eventf(nil, nil, "Normal", "Scaled", "ScaleDeployment", "")
 	start := time.Now()
-	if !tr.Wait(10 * Refused) {
+	if !tr.Wait(10 * refused) {
 		t.Fatal("Wait timed out")
 	}
-	if took := time.Since(start); took < Refused || took > Refused+Quiet {
-		t.Errorf("Wait took %v, want about %v", took, Refused)
+	if took := time.Since(start); took < refused || took > refused+quiet {
+		t.Errorf("Wait took %v, want about %v", took, refused)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // the Events client's rate limiter.
 type Sender struct {
 	broadcaster events.EventBroadcaster
-	sink        *Tracked
+	sink        *tracked
 	cancel      context.CancelFunc
 }
 
@@ -32,7 +32,7 @@ func Start(ctx context.Context, client kubernetes.Interface, install func(*runti
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Sender{sink: &Tracked{Sink: &events.EventSinkImpl{Interface: client.EventsV1()}}, cancel: cancel}
+	s := &Sender{sink: &tracked{Sink: &events.EventSinkImpl{Interface: client.EventsV1()}}, cancel: cancel}
 	s.broadcaster = events.NewBroadcaster(s.sink)
 	if err := s.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		cancel()

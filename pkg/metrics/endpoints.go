@@ -23,7 +23,7 @@ import (
 // no more.
 func ServeProbes(ctx context.Context, addr string, live Check, ready *atomic.Pointer[func() error], webhookReady func() error) error {
 	probes := http.NewServeMux()
-	probes.Handle("/healthz", ProbeHandler(live))
+	probes.Handle("/healthz", probeHandler(live))
 	readiness := []Check{{Name: "informers", Check: func(*http.Request) error {
 		f := ready.Load()
 		if f == nil {
@@ -34,8 +34,8 @@ func ServeProbes(ctx context.Context, addr string, live Check, ready *atomic.Poi
 	if webhookReady != nil {
 		readiness = append(readiness, Check{Name: "conversion-webhook", Check: func(*http.Request) error { return webhookReady() }})
 	}
-	probes.Handle("/readyz", ProbeHandler(readiness...))
-	return Serve(ctx, "health probes", addr, probes)
+	probes.Handle("/readyz", probeHandler(readiness...))
+	return servePlain(ctx, "health probes", addr, probes)
 }
 
 // Endpoint is where and how ServeMetrics serves: the -metrics-bind-address,
@@ -43,7 +43,7 @@ func ServeProbes(ctx context.Context, addr string, live Check, ready *atomic.Poi
 type Endpoint struct {
 	Addr      string // "0" or "": not served
 	Secure    bool   // HTTPS, behind the API server's reviews; else plain HTTP to anyone
-	Profiling bool   // Go's profiles beside /metrics (MetricsMux)
+	Profiling bool   // Go's profiles beside /metrics (metricsMux)
 }
 
 // ServeMetrics serves /metrics (and, with profiling, Go's profiles) over
@@ -52,31 +52,31 @@ type Endpoint struct {
 // to anyone over plain HTTP (make run). Its client, from cfg, is outside
 // the write guard: a standby's reviews are no Foo's writes.
 func ServeMetrics(ctx context.Context, cfg *rest.Config, e Endpoint) error {
-	mux := MetricsMux(e.Profiling)
+	mux := metricsMux(e.Profiling)
 	if !e.Secure {
-		return Serve(ctx, "metrics", e.Addr, mux)
+		return servePlain(ctx, "metrics", e.Addr, mux)
 	}
 	if e.Addr == "" || e.Addr == "0" {
 		return nil
 	}
-	kube, err := kubernetes.NewForConfig(ReviewClientConfig(cfg))
+	kube, err := kubernetes.NewForConfig(reviewClientConfig(cfg))
 	if err != nil {
 		return err
 	}
-	protected, err := Protected(mux, kube)
+	protected, err := protect(mux, kube)
 	if err != nil {
 		return err
 	}
-	return ServeTLS(ctx, "metrics", e.Addr, protected)
+	return serveTLS(ctx, "metrics", e.Addr, protected)
 }
 
 // CountWatchErrors makes the informers count their list/watch failures (a
 // cache going stale is otherwise only a log line), by resource, in
-// WatchErrors, then log them as client-go does by default.
+// watchErrors, then log them as client-go does by default.
 func CountWatchErrors(informers map[string]cache.SharedIndexInformer) error {
 	for resource, inf := range informers {
 		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			WatchErrors.WithLabelValues(resource).Inc()
+			watchErrors.WithLabelValues(resource).Inc()
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		}); err != nil {
 			return err

@@ -63,8 +63,8 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	}, []string{"result"})
 
-	// WatchErrors counts failures of the informers' list/watch calls.
-	WatchErrors = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+	// watchErrors counts failures of the informers' list/watch calls.
+	watchErrors = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
 		Subsystem:      subsystem,
 		Name:           "watch_errors_total",
 		Help:           "Errors of the informers' list and watch calls, by resource. A steady rise means the cache is going stale.",
@@ -166,8 +166,8 @@ var (
 		StabilityLevel: k8smetrics.ALPHA,
 	})
 
-	// BuildInfo is always 1; its labels describe the binary.
-	BuildInfo = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
+	// buildInfo is always 1; its labels describe the binary.
+	buildInfo = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
 		Subsystem:      subsystem,
 		Name:           "build_info",
 		Help:           "Always 1; the labels describe the running binary.",
@@ -181,8 +181,8 @@ var registerOnce sync.Once
 // the main module's version, revision the commit ("" when not stamped).
 func Register(version, revision string) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, WatchErrors, CorrectionsDelayed, StatusRepairs, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering,
-			ConversionReviews, ConversionObjects, ConversionDuration, WebhookCertificateExpiry, BuildInfo)
+		legacyregistry.MustRegister(ReconcileTotal, ReconcileDuration, watchErrors, CorrectionsDelayed, StatusRepairs, Leader, ShardSlots, ShardFoos, ShardLayoutChanges, ShardServerFiltering,
+			ConversionReviews, ConversionObjects, ConversionDuration, WebhookCertificateExpiry, buildInfo)
 	})
-	BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
+	buildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 }

@@ -25,7 +25,7 @@ import (
 	"example.com/foo-controller/pkg/trunc"
 )
 
-// Protected is handler behind the API server's delegated authentication
+// protect returns handler behind the API server's delegated authentication
 // and authorization, as kube-controller-manager serves its metrics: a
 // request must carry a bearer token that the API server accepts
 // (TokenReview), else 401, and the token's user must be allowed to get
@@ -35,7 +35,7 @@ import (
 // API server about two reviews a minute. It is k8s.io/apiserver's own
 // delegating authenticator and authorizer, the ones an aggregated API
 // server uses.
-func Protected(handler http.Handler, kube kubernetes.Interface) (http.Handler, error) {
+func protect(handler http.Handler, kube kubernetes.Interface) (http.Handler, error) {
 	// Retries of a review the API server did not answer: 2, within a
 	// scrape's usual 10 s (reviewTimeout bounds them all).
 	backoff := &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 3}
@@ -96,7 +96,7 @@ func (p protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tests.
 var reviewTimeout = 10 * time.Second
 
-// ReviewClientConfig is the configuration Protected's client should be
+// reviewClientConfig is the configuration protect's client should be
 // made from: cfg, with its own rate limit (reviewQPS, a burst of twice
 // that) and timeout. A cached token or decision costs no review; each
 // request with a token or a path not seen recently costs one or two, so
@@ -104,7 +104,7 @@ var reviewTimeout = 10 * time.Second
 // controller send the API server as many (as its own user, in its own
 // priority and fairness flow). Over the limit, a request waits, up to
 // reviewTimeout, then is refused.
-func ReviewClientConfig(cfg *rest.Config) *rest.Config {
+func reviewClientConfig(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = reviewQPS, 2*reviewQPS
 	cfg.RateLimiter = nil
@@ -114,12 +114,12 @@ func ReviewClientConfig(cfg *rest.Config) *rest.Config {
 
 const reviewQPS = 5
 
-// ServeTLS serves handler over HTTPS on addr (nothing for "" or "0")
+// serveTLS serves handler over HTTPS on addr (nothing for "" or "0")
 // until ctx ends, with a certificate made at start, signed by itself: a
 // scraper checks who it talks to by the token's answer, not by the
 // certificate (Prometheus: insecure_skip_verify, as for
 // kube-controller-manager's metrics; see docs/operations.md).
-func ServeTLS(ctx context.Context, name, addr string, handler http.Handler) error {
+func serveTLS(ctx context.Context, name, addr string, handler http.Handler) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}

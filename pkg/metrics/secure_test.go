@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// TestProtected: what Protected asks the API server, and what it answers
+// TestProtected: what protect asks the API server, and what it answers
 // for each answer: 401 without a token or with one refused, 403 for a
 // user not allowed to get the path (asked as a non-resource URL, the
 // method as the verb), the handler's answer otherwise. (On a real API
@@ -55,7 +55,7 @@ func TestProtected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Protected(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics") }), kube)
+	h, err := protect(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics") }), kube)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestProtected(t *testing.T) {
 
 // TestProtectedBoundsItsReviews: tokens never seen before, sent in a
 // loop, cost the API server no more reviews than the review client's
-// limit (ReviewClientConfig: 5 a second, a burst of 10), not one each;
+// limit (reviewClientConfig: 5 a second, a burst of 10), not one each;
 // and an API server that does not answer costs a request reviewTimeout,
 // not the retries' sum.
 func TestProtectedBoundsItsReviews(t *testing.T) {
@@ -114,11 +114,11 @@ func TestProtectedBoundsItsReviews(t *testing.T) {
 	}))
 	defer apiserver.Close()
 	defer close(hang)
-	kube, err := kubernetes.NewForConfig(ReviewClientConfig(&rest.Config{Host: apiserver.URL}))
+	kube, err := kubernetes.NewForConfig(reviewClientConfig(&rest.Config{Host: apiserver.URL}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Protected(http.NotFoundHandler(), kube)
+	h, err := protect(http.NotFoundHandler(), kube)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestProtectedBoundsItsReviews(t *testing.T) {
 		t.Errorf("30 new tokens reviewed in %v: the limit does not hold them back", elapsed)
 	}
 
-	hanging, err := kubernetes.NewForConfig(ReviewClientConfig(&rest.Config{Host: apiserver.URL,
+	hanging, err := kubernetes.NewForConfig(reviewClientConfig(&rest.Config{Host: apiserver.URL,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				r.Header.Set("X-Hang", "1")
@@ -150,7 +150,7 @@ func TestProtectedBoundsItsReviews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err = Protected(http.NotFoundHandler(), hanging)
+	h, err = protect(http.NotFoundHandler(), hanging)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	if err := ServeTLS(t.Context(), "metrics", addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })); err != nil {
+	if err := serveTLS(t.Context(), "metrics", addr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })); err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // signed by itself

@@ -18,16 +18,16 @@ type Check struct {
 	Check func(*http.Request) error
 }
 
-// MetricsHandler serves the registered metrics in the Prometheus text format.
-func MetricsHandler() http.Handler { return legacyregistry.Handler() }
+// metricsHandler serves the registered metrics in the Prometheus text format.
+func metricsHandler() http.Handler { return legacyregistry.Handler() }
 
-// MetricsMux serves /metrics and, with profiling, Go's profiles under
+// metricsMux serves /metrics and, with profiling, Go's profiles under
 // /debug/pprof/ (heap, goroutines, CPU), for measuring the controller at
 // scale. Off by default: profiles show the process's internals to anyone
 // who can reach the port.
-func MetricsMux(profiling bool) *http.ServeMux {
+func metricsMux(profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", MetricsHandler())
+	mux.Handle("/metrics", metricsHandler())
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -38,9 +38,9 @@ func MetricsMux(profiling bool) *http.ServeMux {
 	return mux
 }
 
-// ProbeHandler answers 200 "ok" when every check passes, else 500 with the
+// probeHandler answers 200 "ok" when every check passes, else 500 with the
 // failing checks, one per line (what kubelet logs on a failed probe).
-func ProbeHandler(checks ...Check) http.Handler {
+func probeHandler(checks ...Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var failed []error
 		for _, c := range checks {
@@ -59,10 +59,10 @@ func ProbeHandler(checks ...Check) http.Handler {
 	})
 }
 
-// Serve serves handler on addr until ctx is done ("0" or "" disables it).
-// Listening happens before Serve returns, so a bad or taken address is an
-// error at start-up, not a log line later.
-func Serve(ctx context.Context, name, addr string, handler http.Handler) error {
+// servePlain serves handler over plain HTTP on addr until ctx is done ("0"
+// or "" disables it). Listening happens before servePlain returns, so a bad
+// or taken address is an error at start-up, not a log line later.
+func servePlain(ctx context.Context, name, addr string, handler http.Handler) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}

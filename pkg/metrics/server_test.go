@@ -14,7 +14,7 @@ import (
 
 func TestProbeHandler(t *testing.T) {
 	synced := false
-	h := ProbeHandler(
+	h := probeHandler(
 		Check{Name: "always", Check: func(*http.Request) error { return nil }},
 		Check{Name: "informers", Check: func(*http.Request) error {
 			if !synced {
@@ -42,10 +42,10 @@ func TestProbeHandler(t *testing.T) {
 func TestServeDisabledAndBadAddress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Serve(ctx, "metrics", "0", http.NotFoundHandler()); err != nil {
+	if err := servePlain(ctx, "metrics", "0", http.NotFoundHandler()); err != nil {
 		t.Errorf(`"0" must disable the server: %v`, err)
 	}
-	if err := Serve(ctx, "metrics", "not-an-address", http.NotFoundHandler()); err == nil {
+	if err := servePlain(ctx, "metrics", "not-an-address", http.NotFoundHandler()); err == nil {
 		t.Error("a bad address must fail at start-up")
 	}
 }
@@ -57,7 +57,7 @@ func TestMetricsHandlerParses(t *testing.T) {
 	Register("test", "0123abc")
 	ReconcileDuration.WithLabelValues(ResultSuccess).Observe(3)
 	rec := httptest.NewRecorder()
-	MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	f, err := promtext.Parse(rec.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +74,13 @@ func TestMetricsHandlerParses(t *testing.T) {
 func TestMetricsMuxProfiling(t *testing.T) {
 	for _, profiling := range []bool{false, true} {
 		rec := httptest.NewRecorder()
-		MetricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?debug=1", nil))
+		metricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?debug=1", nil))
 		served := rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "heap profile")
 		if served != profiling {
 			t.Errorf("profiling=%v: /debug/pprof/heap answered %d", profiling, rec.Code)
 		}
 		rec = httptest.NewRecorder()
-		MetricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		metricsMux(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		if rec.Code != http.StatusOK {
 			t.Errorf("profiling=%v: /metrics answered %d", profiling, rec.Code)
 		}

@@ -14,7 +14,7 @@ import (
 func queueSeries(t *testing.T, name string) map[string]string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	series := map[string]string{}
 	re := regexp.MustCompile(`(?m)^(workqueue_[a-z_]+)\{name="` + regexp.QuoteMeta(name) + `"\} (\S+)$`)
 	for _, m := range re.FindAllStringSubmatch(rec.Body.String(), -1) {

@@ -77,30 +77,30 @@ func RemoveControllerRefPatch(obj metav1.Object, fooUID types.UID) (patch []byte
 	return nil, false, nil
 }
 
-// StrayEntriesPatch returns a JSON patch that removes, from our container
-// in dep, every list entry that foo does not declare but that is ours to
-// keep absent, or ok=false if there is none. Today that is each port named
-// PortName other than the one foo declares (see strayPorts). A list field
-// of our container whose entries the controller owns adds its own finder
-// here.
+// removeStrayEntriesPatch returns a JSON patch that removes, from our
+// container in dep, every list entry that foo does not declare but that is
+// ours to keep absent, or ok=false if there is none. Today that is each
+// port named PortName other than the one foo declares (see strayPorts). A
+// list field of our container whose entries the controller owns adds its
+// own finder here.
 //
 // Server-side apply cannot remove these when another writer owns them:
 // applying a list removes only the entries our field manager owned and no
 // longer declares. "test" operations guard every index: if the lists
 // changed since dep was read, the patch fails instead of removing the wrong
 // entry.
-func StrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
+func removeStrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, false)
 }
 
-// ReplaceStrayEntriesPatch is StrayEntriesPatch that also adds, in the same
-// patch, the entries foo declares that are missing: when another writer
-// re-keyed our port, the pod template changes once (their port becomes
-// ours) instead of twice (a template without the port, then the apply's),
-// which would be two rollouts. And when the API server rewrites the port we
-// declare (a mutating admission policy), the patch changes nothing at all,
-// where a removal alone would roll out a template without it.
-func ReplaceStrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
+// replaceStrayEntriesPatch is removeStrayEntriesPatch that also adds, in the
+// same patch, the entries foo declares that are missing: when another writer
+// re-keyed our port, the pod template changes once (their port becomes ours)
+// instead of twice (a template without the port, then the apply's), which
+// would be two rollouts. And when the API server rewrites the port we declare
+// (a mutating admission policy), the patch changes nothing at all, where a
+// removal alone would roll out a template without it.
+func replaceStrayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView) (patch []byte, ok bool, err error) {
 	return strayEntriesPatch(foo, dep, true)
 }
 
@@ -124,15 +124,15 @@ func strayEntriesPatch(foo *samplev1beta1.Foo, dep *DeploymentView, replace bool
 	return nil, false, nil
 }
 
-// RemovingStraysConverges reports whether removing the strays of dep (see
-// StrayEntriesPatch) leaves nothing for foo to change: whether the patch
-// alone would converge dep. After an apply the API server accepted, that
-// is the condition to send it: if what we declare is still missing, the
-// API server did not keep it (a mutating admission policy rewrote our
+// removingStraysConverges reports whether removing the strays of dep (see
+// removeStrayEntriesPatch) leaves nothing for foo to change: whether the
+// patch alone would converge dep. After an apply the API server accepted,
+// that is the condition to send it: if what we declare is still missing,
+// the API server did not keep it (a mutating admission policy rewrote our
 // port, say), and removing what it put there instead would only start a
 // fight with it, one write per event, forever.
-func RemovingStraysConverges(foo *samplev1beta1.Foo, dep *DeploymentView) (converges bool) {
-	patch, ok, err := StrayEntriesPatch(foo, dep)
+func removingStraysConverges(foo *samplev1beta1.Foo, dep *DeploymentView) (converges bool) {
+	patch, ok, err := removeStrayEntriesPatch(foo, dep)
 	if err != nil || !ok {
 		return false
 	}

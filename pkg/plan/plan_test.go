@@ -397,7 +397,7 @@ func TestStrayEntriesPatch(t *testing.T) {
 			if tc.containers != nil {
 				d.Spec.Template.Spec.Containers = tc.containers(ours)
 			}
-			patch, ok, err := StrayEntriesPatch(foo, NewDeploymentView(d))
+			patch, ok, err := removeStrayEntriesPatch(foo, NewDeploymentView(d))
 			if err != nil || ok != tc.wantOK {
 				t.Fatalf("ok %v err %v", ok, err)
 			}
@@ -442,7 +442,7 @@ func TestStrayEntriesPatch(t *testing.T) {
 }
 
 // TestReplaceStrayEntriesPatch: the same strays are removed as by
-// StrayEntriesPatch, and our port is added in the same patch when it is
+// removeStrayEntriesPatch, and our port is added in the same patch when it is
 // missing, so that the patched Deployment has no drift in its ports.
 func TestReplaceStrayEntriesPatch(t *testing.T) {
 	tests := []struct {
@@ -467,7 +467,7 @@ func TestReplaceStrayEntriesPatch(t *testing.T) {
 			foo.Spec.Deployment.ContainerPort = tc.want
 			d := rolledOut(foo)
 			d.Spec.Template.Spec.Containers[0].Ports = tc.ports
-			patch, ok, err := ReplaceStrayEntriesPatch(foo, NewDeploymentView(d))
+			patch, ok, err := replaceStrayEntriesPatch(foo, NewDeploymentView(d))
 			if err != nil || ok != tc.wantOK {
 				t.Fatalf("ok %v err %v", ok, err)
 			}
@@ -1308,7 +1308,7 @@ func TestRemovingStraysConverges(t *testing.T) {
 		d := rolledOut(foo)
 		d.Spec.Template.Spec.Containers[0].Ports = tc.ports
 		before := d.DeepCopy()
-		if got := RemovingStraysConverges(foo, NewDeploymentView(d)); got != tc.ok {
+		if got := removingStraysConverges(foo, NewDeploymentView(d)); got != tc.ok {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.ok)
 		}
 		if !reflect.DeepEqual(d, before) {

@@ -26,10 +26,10 @@ type DeploymentWrites struct {
 // server refuses the apply (duplicate port name), or, with the port unset
 // on the Foo, accepts it and leaves theirs. Such strays are removed by a
 // JSON patch. After an accepted apply, only if removing them converges the
-// Deployment (StrayEntriesPatch): otherwise the API server is not
+// Deployment (removeStrayEntriesPatch): otherwise the API server is not
 // keeping what we declare (a mutating admission policy), and
 // syncDeployment reports that instead of fighting it. After a refused
-// apply, the patch puts our entry in their place (ReplaceStrayEntriesPatch)
+// apply, the patch puts our entry in their place (replaceStrayEntriesPatch)
 // and the apply is sent again; if the API server rewrote our entry once
 // more, the apply is sent without it (desiredDeploymentWithoutPorts),
 // so that the rest is still put back and no pod template ever lacks the
@@ -37,18 +37,18 @@ type DeploymentWrites struct {
 func PutBack(logger klog.Logger, foo *samplev1beta1.Foo, dep *DeploymentView, w DeploymentWrites) (updated *DeploymentView, wrote bool, err error) {
 	updated, err = w.Apply(DesiredDeployment(foo))
 	switch {
-	case err == nil && (len(Drift(foo, updated)) == 0 || !RemovingStraysConverges(foo, updated)):
+	case err == nil && (len(Drift(foo, updated)) == 0 || !removingStraysConverges(foo, updated)):
 		return updated, true, nil
 	case err == nil:
-		updated, err = removeStrays(logger, foo, updated, StrayEntriesPatch, w)
+		updated, err = removeStrays(logger, foo, updated, removeStrayEntriesPatch, w)
 		return updated, true, err
 	case !apierrors.IsInvalid(err):
 		return nil, false, err
 	}
-	if _, ok, _ := StrayEntriesPatch(foo, dep); !ok {
+	if _, ok, _ := removeStrayEntriesPatch(foo, dep); !ok {
 		return nil, false, err // refused for another reason
 	}
-	replaced, err := removeStrays(logger, foo, dep, ReplaceStrayEntriesPatch, w)
+	replaced, err := removeStrays(logger, foo, dep, replaceStrayEntriesPatch, w)
 	if err != nil {
 		return nil, false, err
 	}
@@ -64,7 +64,7 @@ func PutBack(logger klog.Logger, foo *samplev1beta1.Foo, dep *DeploymentView, w 
 
 // removeStrays removes the list entries of dep that foo does not declare
 // and that are ours to keep absent, with the patch strayPatch makes
-// (StrayEntriesPatch, or ReplaceStrayEntriesPatch to put ours in
+// (removeStrayEntriesPatch, or replaceStrayEntriesPatch to put ours in
 // their place), and returns dep as the API server then has it (dep itself
 // when there is nothing to remove).
 func removeStrays(logger klog.Logger, foo *samplev1beta1.Foo, dep *DeploymentView,

@@ -31,7 +31,7 @@ const (
 	ContainerName = "app"
 	// PortName names the container port that spec.containerPort declares.
 	// In our container, the port of this name is ours, whoever wrote it:
-	// any other "http" port there is drift (see StrayEntriesPatch).
+	// any other "http" port there is drift (see removeStrayEntriesPatch).
 	PortName = "http"
 
 	// PodLabelsAnnotation records on the Deployment the keys of

@@ -198,7 +198,7 @@ func reads(foo *samplev1beta1.Foo, d *DeploymentView) map[string]any {
 	out := map[string]any{
 		"Drift":                   Drift(foo, d),
 		"OwnedValues":             OwnedValues(foo, d),
-		"RemovingStraysConverges": RemovingStraysConverges(foo, d),
+		"removingStraysConverges": removingStraysConverges(foo, d),
 		"Classify":                Classify(d, foo),
 		"leftBehind":              leftBehind(d, foo),
 		"ControllerFoo":           ControllerFoo(d),
@@ -206,10 +206,10 @@ func reads(foo *samplev1beta1.Foo, d *DeploymentView) map[string]any {
 		"meta": []any{d.Name, d.Namespace, d.UID, d.ResourceVersion, d.Generation,
 			d.DeletionTimestamp, d.Spec.Replicas},
 	}
-	patch, ok, err := StrayEntriesPatch(foo, d)
-	out["StrayEntriesPatch"] = []any{string(patch), ok, err}
-	patch, ok, err = ReplaceStrayEntriesPatch(foo, d)
-	out["ReplaceStrayEntriesPatch"] = []any{string(patch), ok, err}
+	patch, ok, err := removeStrayEntriesPatch(foo, d)
+	out["removeStrayEntriesPatch"] = []any{string(patch), ok, err}
+	patch, ok, err = replaceStrayEntriesPatch(foo, d)
+	out["replaceStrayEntriesPatch"] = []any{string(patch), ok, err}
 	patch, ok, err = RemoveControllerRefPatch(d, foo.UID)
 	out["RemoveControllerRefPatch"] = []any{string(patch), ok, err}
 	for _, obs := range []Observation{{Deployment: d}, {Deployment: d, Conflict: true}, {Deployment: d, Waiting: true}} {

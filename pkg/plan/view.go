@@ -22,7 +22,7 @@ import (
 //
 // Its fields have the names and JSON paths of appsv1.Deployment's, so code
 // reads dep.Spec.Template.Labels either way, and a JSON patch computed
-// from a view (StrayEntriesPatch) has the paths of the real object. A
+// from a view (removeStrayEntriesPatch) has the paths of the real object. A
 // field of the spec or status the controller starts to read must be added
 // here and in NewDeploymentView: the compiler enforces the first, and
 // FuzzDeploymentViewHidesNothing the second. The metadata is the whole

@@ -10,21 +10,21 @@ import (
 	"sync"
 )
 
-// Point is some load at a place in the hash space: the Foos of one
+// point is some load at a place in the hash space: the Foos of one
 // namespace, or of namespaces adjacent in hash order, Hash being the first
 // one's. A cut at Hash puts the whole point on its right.
-type Point struct {
+type point struct {
 	Hash   uint64
 	Weight int
 }
 
-// Summarize turns a slot's Foo counts per namespace into at most about
+// summarize turns a slot's Foo counts per namespace into at most about
 // 2×budget points, sorted by hash: namespaces adjacent in hash order are
 // merged while the merged weight stays under total/budget, and a heavier
 // namespace is a point of its own. Cuts can then fall only between
 // points, which costs at most total/budget of balance, while what a
 // member publishes stays bounded whatever the number of namespaces.
-func Summarize(counts map[string]int, budget int) []Point {
+func summarize(counts map[string]int, budget int) []point {
 	type ns struct {
 		h uint64
 		w int
@@ -39,19 +39,19 @@ func Summarize(counts map[string]int, budget int) []Point {
 	}
 	slices.SortFunc(all, func(a, b ns) int { return cmp.Compare(a.h, b.h) })
 	limit := max(1, total/max(1, budget))
-	var out []Point
+	var out []point
 	for _, n := range all {
 		if k := len(out) - 1; k >= 0 && out[k].Weight+n.w <= limit {
 			out[k].Weight += n.w
 			continue
 		}
-		out = append(out, Point{Hash: n.h, Weight: n.w})
+		out = append(out, point{Hash: n.h, Weight: n.w})
 	}
 	return out
 }
 
-// Weights is the load of each slot of l.
-func (l Layout) Weights(points []Point) []int {
+// weights is the load of each slot of l.
+func (l Layout) weights(points []point) []int {
 	w := make([]int, l.n)
 	for _, p := range points {
 		w[l.ofHash(p.Hash)] += p.Weight
@@ -59,9 +59,9 @@ func (l Layout) Weights(points []Point) []int {
 	return w
 }
 
-// Skew is the heaviest slot's load over the mean (1 when even; 0 when
+// skewOf is the heaviest slot's load over the mean (1 when even; 0 when
 // there is no load).
-func Skew(weights []int) float64 {
+func skewOf(weights []int) float64 {
 	total, heaviest := 0, 0
 	for _, w := range weights {
 		total += w
@@ -73,7 +73,7 @@ func Skew(weights []int) float64 {
 	return float64(heaviest) * float64(len(weights)) / float64(total)
 }
 
-// Propose cuts n slots so that each holds about an equal share of the
+// propose cuts n slots so that each holds about an equal share of the
 // points' load. A point is never split (a namespace is never split): one
 // heavier than the mean of what the others leave over the slots they
 // leave fills a slot alone, and the others, in the runs of light points
@@ -81,7 +81,7 @@ func Skew(weights []int) float64 {
 // least one), cut within a run where its load to the left comes nearest
 // to k/m of the run's. Points may be in any order. With fewer points than
 // slots, the extra slots are empty ranges beside the last cuts.
-func Propose(n Slots, points []Point) (Layout, error) {
+func propose(n Slots, points []point) (Layout, error) {
 	pts := merge(points)
 	total := 0
 	for _, p := range pts {
@@ -109,7 +109,7 @@ func Propose(n Slots, points []Point) (Layout, error) {
 	// Segments in hash order: each heavy point alone, and each run of
 	// light points between them.
 	type segment struct {
-		pts    []Point
+		pts    []point
 		weight int
 		slots  int
 		heavy  bool
@@ -173,7 +173,7 @@ func Propose(n Slots, points []Point) (Layout, error) {
 }
 
 // proposeEven cuts n slots at k/n of the whole load, whatever the points.
-func proposeEven(n Slots, pts []Point, total int) (Layout, error) {
+func proposeEven(n Slots, pts []point, total int) (Layout, error) {
 	return layoutFrom(n, cutRun(pts, int(n), total))
 }
 
@@ -181,7 +181,7 @@ func proposeEven(n Slots, pts []Point, total int) (Layout, error) {
 // slots: cut k at the point where the load to its left comes nearest to
 // k/m of the whole. With fewer points than slots, cuts repeat (empty
 // slots, made distinct by layoutFrom).
-func cutRun(pts []Point, m, total int) []uint64 {
+func cutRun(pts []point, m, total int) []uint64 {
 	if len(pts) < 2 {
 		cuts := make([]uint64, m-1)
 		for k := range cuts {
@@ -222,7 +222,7 @@ func layoutFrom(n Slots, cuts []uint64) (Layout, error) {
 		}
 		cuts[k] = max(min(cuts[k], limit), 1)
 	}
-	return NewLayout(n, cuts)
+	return newLayout(n, cuts)
 }
 
 func absDiff(a, b float64) float64 {
@@ -233,9 +233,9 @@ func absDiff(a, b float64) float64 {
 }
 
 // merge sorts points by hash and adds up those at one hash.
-func merge(points []Point) []Point {
+func merge(points []point) []point {
 	pts := slices.Clone(points)
-	slices.SortFunc(pts, func(a, b Point) int { return cmp.Compare(a.Hash, b.Hash) })
+	slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.Hash, b.Hash) })
 	out := pts[:0]
 	for _, p := range pts {
 		if k := len(out) - 1; k >= 0 && out[k].Hash == p.Hash {
@@ -257,25 +257,25 @@ type Policy struct {
 	MinLoad int
 }
 
-// Gain is how much better a new layout must be (its skew times Gain below
+// gain is how much better a new layout must be (its skew times gain below
 // the current one's) to be worth a hand-over of every slot: without it,
 // a load that no layout can balance (one namespace with most Foos) would
 // be re-cut again and again for a sliver.
-const Gain = 1.2
+const gain = 1.2
 
-// Validate rejects a skew no re-cut could satisfy: below Gain, a cut that
+// Validate rejects a skew no re-cut could satisfy: below gain, a cut that
 // balances the load perfectly would still not be better enough.
 func (p Policy) Validate() error {
-	if p.Skew != 0 && p.Skew < Gain {
-		return fmt.Errorf("a re-balance skew must be 0 (this replica never re-cuts) or at least %v (a re-cut must gain that much); got %v", Gain, p.Skew)
+	if p.Skew != 0 && p.Skew < gain {
+		return fmt.Errorf("a re-balance skew must be 0 (this replica never re-cuts) or at least %v (a re-cut must gain that much); got %v", gain, p.Skew)
 	}
 	return nil
 }
 
-// Decide returns the layout to move to from cur, given the load of every
+// decide returns the layout to move to from cur, given the load of every
 // slot of cur, or false to stay: only past the policy's skew, with enough
-// load, and when the proposal is better by Gain.
-func (p Policy) Decide(cur Layout, points []Point) (Layout, float64, float64, bool) {
+// load, and when the proposal is better by gain.
+func (p Policy) decide(cur Layout, points []point) (Layout, float64, float64, bool) {
 	if p.Skew <= 0 {
 		return Layout{}, 0, 0, false
 	}
@@ -283,32 +283,32 @@ func (p Policy) Decide(cur Layout, points []Point) (Layout, float64, float64, bo
 	for _, pt := range points {
 		total += pt.Weight
 	}
-	now := Skew(cur.Weights(points))
+	now := skewOf(cur.weights(points))
 	if total < p.MinLoad || now <= p.Skew {
 		return Layout{}, now, 0, false
 	}
-	next, err := Propose(cur.N(), points)
+	next, err := propose(cur.N(), points)
 	if err != nil || next.ID() == cur.ID() {
 		return Layout{}, now, 0, false
 	}
-	then := Skew(next.Weights(points))
-	if then*Gain > now {
+	then := skewOf(next.weights(points))
+	if then*gain > now {
 		return Layout{}, now, then, false
 	}
 	return next, now, then, true
 }
 
-// Load counts the Foos of each namespace in one slot a member runs; the
+// slotLoad counts the Foos of each namespace in one slot a member runs; the
 // slot's informer keeps it (Add), and the member publishes a summary of
 // it once it is Ready (its cache synced), for the member that re-cuts.
-type Load struct {
+type slotLoad struct {
 	mu     sync.Mutex
 	counts map[string]int
 	ready  bool
 }
 
 // Add counts delta Foos in namespace ns.
-func (l *Load) Add(ns string, delta int) {
+func (l *slotLoad) Add(ns string, delta int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.counts == nil {
@@ -320,14 +320,14 @@ func (l *Load) Add(ns string, delta int) {
 }
 
 // Ready marks the counts complete: the slot's cache has synced.
-func (l *Load) Ready() {
+func (l *slotLoad) Ready() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ready = true
 }
 
 // Total is the Foos counted.
-func (l *Load) Total() int {
+func (l *slotLoad) Total() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := 0
@@ -338,7 +338,7 @@ func (l *Load) Total() int {
 }
 
 // snapshot returns the counts, and false until Ready.
-func (l *Load) snapshot() (map[string]int, bool) {
+func (l *slotLoad) snapshot() (map[string]int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.counts), l.ready
@@ -348,7 +348,7 @@ func (l *Load) snapshot() (map[string]int, bool) {
 // "slot=hash:weight,hash:weight" (hashes in hex), space-separated. Only
 // slots whose cache has synced appear; a slot with no Foo appears empty
 // ("3=").
-func formatLoad(layout string, slots map[int][]Point) string {
+func formatLoad(layout string, slots map[int][]point) string {
 	var b strings.Builder
 	b.WriteString(layout)
 	for _, slot := range slices.Sorted(maps.Keys(slots)) {
@@ -365,19 +365,19 @@ func formatLoad(layout string, slots map[int][]Point) string {
 
 // parseLoad reads formatLoad's annotation; a malformed one is an error
 // (and the member that wrote it is not counted as covering its slots).
-func parseLoad(s string) (layout string, slots map[int][]Point, err error) {
+func parseLoad(s string) (layout string, slots map[int][]point, err error) {
 	fields := strings.Fields(s)
 	if len(fields) == 0 {
 		return "", nil, fmt.Errorf("shard: empty load")
 	}
-	slots = map[int][]Point{}
+	slots = map[int][]point{}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
 		slot, err := strconv.Atoi(k)
 		if !ok || err != nil || slot < 0 {
 			return "", nil, fmt.Errorf("shard: load %q: bad slot", f)
 		}
-		pts := []Point{}
+		pts := []point{}
 		if v != "" {
 			for _, e := range strings.Split(v, ",") {
 				hs, ws, ok := strings.Cut(e, ":")
@@ -386,7 +386,7 @@ func parseLoad(s string) (layout string, slots map[int][]Point, err error) {
 				if !ok || err1 != nil || err2 != nil || w < 0 {
 					return "", nil, fmt.Errorf("shard: load %q: bad point %q", f, e)
 				}
-				pts = append(pts, Point{Hash: h, Weight: w})
+				pts = append(pts, point{Hash: h, Weight: w})
 			}
 		}
 		slots[slot] = pts

@@ -27,12 +27,12 @@ func letters() []string {
 	return out
 }
 
-func pointsOf(names []string, weight func(i int) int) []Point {
+func pointsOf(names []string, weight func(i int) int) []point {
 	counts := map[string]int{}
 	for i, n := range names {
 		counts[n] = weight(i)
 	}
-	return Summarize(counts, 1<<20)
+	return summarize(counts, 1<<20)
 }
 
 // TestProposeSpreadsSequentialNames: the names equal ranges crowd into one
@@ -61,17 +61,17 @@ func TestProposeSpreadsSequentialNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pts := pointsOf(tc.names, func(int) int { return 100 })
 			eq := EqualLayout(tc.slots)
-			if s := Skew(eq.Weights(pts)); s < tc.minEqual {
+			if s := skewOf(eq.weights(pts)); s < tc.minEqual {
 				t.Fatalf("equal ranges: skew %.2f, want at least %.2f (the crowding this fixes)", s, tc.minEqual)
 			} else {
 				t.Logf("equal ranges: skew %.2f", s)
 			}
-			l, err := Propose(tc.slots, pts)
+			l, err := propose(tc.slots, pts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := Skew(l.Weights(pts)); s > tc.maxSkew {
-				t.Errorf("balanced: skew %.3f, want at most %.3f; weights %v", s, tc.maxSkew, l.Weights(pts))
+			if s := skewOf(l.weights(pts)); s > tc.maxSkew {
+				t.Errorf("balanced: skew %.3f, want at most %.3f; weights %v", s, tc.maxSkew, l.weights(pts))
 			}
 			// Every namespace is in exactly the slot Of says, and the API
 			// server's selector for that slot matches it.
@@ -116,11 +116,11 @@ func TestProposeOneBigNamespace(t *testing.T) {
 		}
 		return 100
 	})
-	l, err := Propose(16, pts)
+	l, err := propose(16, pts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := l.Weights(pts)
+	w := l.weights(pts)
 	big := l.Of(names[10])
 	if w[big] != 6300 {
 		t.Errorf("the big namespace's slot holds %d, want it alone (6300); weights %v", w[big], w)
@@ -136,32 +136,32 @@ func TestProposeOneBigNamespace(t *testing.T) {
 	// Worth one re-cut from equal ranges, never a second: the same load
 	// gains nothing more.
 	p := Policy{Skew: 1.5, MinLoad: 160}
-	next, _, _, ok := p.Decide(EqualLayout(16), pts)
+	next, _, _, ok := p.decide(EqualLayout(16), pts)
 	if !ok || next.ID() != l.ID() {
 		t.Fatalf("from equal ranges: re-cut %v to %s, want to %s", ok, next.ID(), l.ID())
 	}
-	if _, before, after, ok := p.Decide(l, pts); ok {
+	if _, before, after, ok := p.decide(l, pts); ok {
 		t.Errorf("re-cut again (skew %.2f → %.2f): the big namespace cannot be split", before, after)
 	}
 }
 
 // TestDecideHysteresis: nothing is re-cut below the skew, below the
-// minimum load, or for a gain under Gain; a drift past the skew is.
+// minimum load, or for an improvement under gain; a drift past the skew is.
 func TestDecideHysteresis(t *testing.T) {
 	names := sequential("ns", 64)
 	even := pointsOf(names, func(int) int { return 10 })
 	p := Policy{Skew: 1.5, MinLoad: 160}
-	l, _, _, ok := p.Decide(EqualLayout(16), even)
+	l, _, _, ok := p.decide(EqualLayout(16), even)
 	if !ok {
 		t.Fatal("equal ranges over sequential names were not re-cut")
 	}
-	if _, _, _, ok := p.Decide(l, even); ok {
+	if _, _, _, ok := p.decide(l, even); ok {
 		t.Error("re-cut a balanced layout")
 	}
-	if _, _, _, ok := (Policy{}).Decide(EqualLayout(16), even); ok {
+	if _, _, _, ok := (Policy{}).decide(EqualLayout(16), even); ok {
 		t.Error("re-cut with the policy off")
 	}
-	if _, _, _, ok := (Policy{Skew: 1.5, MinLoad: 10000}).Decide(EqualLayout(16), even); ok {
+	if _, _, _, ok := (Policy{Skew: 1.5, MinLoad: 10000}).decide(EqualLayout(16), even); ok {
 		t.Error("re-cut below the minimum load")
 	}
 	// A drift: new Foos in a few namespaces.
@@ -171,10 +171,10 @@ func TestDecideHysteresis(t *testing.T) {
 		}
 		return 10
 	})
-	if s := Skew(l.Weights(grown)); s <= 1.5 {
+	if s := skewOf(l.weights(grown)); s <= 1.5 {
 		t.Fatalf("the drift made skew %.2f, the test needs past 1.5", s)
 	}
-	if _, _, _, ok := p.Decide(l, grown); !ok {
+	if _, _, _, ok := p.decide(l, grown); !ok {
 		t.Error("a drift past the skew was not re-cut")
 	}
 	small := pointsOf(names, func(i int) int {
@@ -183,7 +183,7 @@ func TestDecideHysteresis(t *testing.T) {
 		}
 		return 10
 	})
-	if _, _, _, ok := p.Decide(l, small); ok {
+	if _, _, _, ok := p.decide(l, small); ok {
 		t.Error("a drift below the skew was re-cut")
 	}
 }
@@ -193,7 +193,7 @@ func TestDecideHysteresis(t *testing.T) {
 // layout is refused.
 func TestLayoutRoundTrip(t *testing.T) {
 	pts := pointsOf(letters(), func(int) int { return 7 })
-	l, err := Propose(8, pts)
+	l, err := propose(8, pts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,21 +232,21 @@ func TestProposeRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 200 {
 		n := Slots(1 + r.IntN(64))
-		var pts []Point
+		var pts []point
 		for range 1 + r.IntN(300) {
-			pts = append(pts, Point{Hash: r.Uint64(), Weight: 1 + r.IntN(50)})
+			pts = append(pts, point{Hash: r.Uint64(), Weight: 1 + r.IntN(50)})
 		}
 		for range r.IntN(4) { // a few big namespaces now and then
-			pts = append(pts, Point{Hash: r.Uint64(), Weight: 200 + r.IntN(5000)})
+			pts = append(pts, point{Hash: r.Uint64(), Weight: 200 + r.IntN(5000)})
 		}
-		l, err := Propose(n, pts)
+		l, err := propose(n, pts)
 		if len(pts) < 2 {
 			continue
 		}
 		if err != nil {
 			t.Fatalf("%d slots, %d points: %v", n, len(pts), err)
 		}
-		w := l.Weights(pts)
+		w := l.weights(pts)
 		total, heaviest := 0, 0
 		for _, p := range pts {
 			total += p.Weight
@@ -261,7 +261,7 @@ func TestProposeRandom(t *testing.T) {
 // TestLoadAnnotation: what a member publishes reads back; what is
 // malformed is refused, not half-read.
 func TestLoadAnnotation(t *testing.T) {
-	in := map[int][]Point{0: {{Hash: 0xabc, Weight: 3}, {Hash: 1 << 63, Weight: 40}}, 5: {}}
+	in := map[int][]point{0: {{Hash: 0xabc, Weight: 3}, {Hash: 1 << 63, Weight: 40}}, 5: {}}
 	layout, out, err := parseLoad(formatLoad("16.00ff", in))
 	if err != nil || layout != "16.00ff" || len(out) != 2 || len(out[5]) != 0 || !slices.Equal(out[0], in[0]) {
 		t.Fatalf("read back %q %v %v", layout, out, err)
@@ -271,12 +271,12 @@ func TestLoadAnnotation(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
-	// Summarize bounds the points, and keeps every Foo.
+	// summarize bounds the points, and keeps every Foo.
 	counts := map[string]int{}
 	for i, ns := range sequential("ns", 5000) {
 		counts[ns] = 1 + i%7
 	}
-	pts := Summarize(counts, 128)
+	pts := summarize(counts, 128)
 	if len(pts) > 2*128+1 {
 		t.Errorf("%d points for a budget of 128", len(pts))
 	}

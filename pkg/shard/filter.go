@@ -10,19 +10,19 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Filtered is a ListerWatcher that asks the API server for the given
+// filtered is a ListerWatcher that asks the API server for the given
 // slots' objects only (a shard selector in every list and watch) and drops
 // on our side whatever else comes back: an API server without the
 // ShardedListAndWatch feature ignores the selector and sends everything,
 // and an informer built on this then still caches only its slots, at the
 // price of decoding the rest.
-type Filtered struct {
+type filtered struct {
 	Next     cache.ListerWatcherWithContext
 	Selector string               // metav1.ListOptions.ShardSelector
 	Keep     func(ns string) bool // whether an object of namespace ns is ours
 }
 
-func (f *Filtered) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+func (f *filtered) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	opts.ShardSelector = f.Selector
 	list, err := f.Next.ListWithContext(ctx, opts)
 	if err != nil {
@@ -44,7 +44,7 @@ func (f *Filtered) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	return list, meta.SetList(list, kept)
 }
 
-func (f *Filtered) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (f *filtered) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.ShardSelector = f.Selector
 	w, err := f.Next.WatchWithContext(ctx, opts)
 	if err != nil {
@@ -63,10 +63,10 @@ func (f *Filtered) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 
 // List and Watch complete cache.ListerWatcher, which informers take; the
 // reflector calls the context-aware methods above.
-func (f *Filtered) List(opts metav1.ListOptions) (runtime.Object, error) {
+func (f *filtered) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return f.ListWithContext(context.Background(), opts)
 }
 
-func (f *Filtered) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+func (f *filtered) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return f.WatchWithContext(context.Background(), opts)
 }

@@ -38,7 +38,7 @@ func dep(ns string) *appsv1.Deployment {
 // bookmarks (the end of a streamed initial list among them) pass.
 func TestFilteredKeepsOnlyItsSlots(t *testing.T) {
 	server := &everything{items: []appsv1.Deployment{*dep("mine"), *dep("theirs"), *dep("mine")}, w: watch.NewFake()}
-	f := &Filtered{Next: server, Selector: "shardRange(object.metadata.namespace, '0x0', '0x8')", Keep: func(ns string) bool { return ns == "mine" }}
+	f := &filtered{Next: server, Selector: "shardRange(object.metadata.namespace, '0x0', '0x8')", Keep: func(ns string) bool { return ns == "mine" }}
 
 	list, err := f.ListWithContext(t.Context(), metav1.ListOptions{})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
@@ -19,23 +20,24 @@ import (
 	samplev1beta1 "example.com/foo-controller/pkg/apis/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/cachetrim"
 	clientset "example.com/foo-controller/pkg/generated/clientset/versioned"
+	fooinformers "example.com/foo-controller/pkg/generated/informers/externalversions/samplecontroller/v1beta1"
 	foolisters "example.com/foo-controller/pkg/generated/listers/samplecontroller/v1beta1"
 	"example.com/foo-controller/pkg/metrics"
 )
 
 // SlotInformers are one slot's informers, in the shape the controller
 // takes (the generated factories' informers): they list and watch the
-// slot's objects only (see Filtered), trimmed as the single leader's are,
-// and the Foos' keep the slot's Load, and foo_controller_shard_foos, up to
-// date. Counted reports when the Load is complete.
+// slot's objects only (see filtered), trimmed as the single leader's are,
+// and the Foos' keep the slot's load, and foo_controller_shard_foos, up to
+// date. Counted reports when the load is complete.
 type SlotInformers struct {
-	Deployments DeploymentInformer
-	Foos        FooInformer
+	Deployments appsinformers.DeploymentInformer
+	Foos        fooinformers.FooInformer
 	Counted     cache.InformerSynced
 }
 
-// NewSlotInformers builds them, not started, over namespace (all: "").
-func NewSlotInformers(kube kubernetes.Interface, foos clientset.Interface, namespace string, s Slot, resync time.Duration) (SlotInformers, error) {
+// newSlotInformers builds them, not started, over namespace (all: "").
+func newSlotInformers(kube kubernetes.Interface, foos clientset.Interface, namespace string, s Slot, resync time.Duration) (SlotInformers, error) {
 	sel, err := s.Selector()
 	if err != nil {
 		return SlotInformers{}, err
@@ -56,17 +58,17 @@ func NewSlotInformers(kube kubernetes.Interface, foos clientset.Interface, names
 			return foos.SamplecontrollerV1beta1().Foos(namespace).Watch(ctx, opts)
 		},
 	}, sel.String(), s.Keep, &samplev1beta1.Foo{}, resync)
-	counted, err := countFoos(fooInf, s.Load)
+	counted, err := countFoos(fooInf, s.load)
 	if err != nil {
 		return SlotInformers{}, err
 	}
-	return SlotInformers{Deployments: DeploymentInformer{deployments}, Foos: FooInformer{fooInf}, Counted: counted.HasSynced}, nil
+	return SlotInformers{Deployments: deploymentInformer{deployments}, Foos: fooInformer{fooInf}, Counted: counted.HasSynced}, nil
 }
 
 // newSlotInformer builds an informer over one slot's objects.
 func newSlotInformer(lw cache.ListerWatcherWithContext, selector string, keep func(string) bool,
 	example runtime.Object, resync time.Duration) cache.SharedIndexInformer {
-	inf := cache.NewSharedIndexInformerWithOptions(&Filtered{Next: lw, Selector: selector, Keep: keep}, example,
+	inf := cache.NewSharedIndexInformerWithOptions(&filtered{Next: lw, Selector: selector, Keep: keep}, example,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	_ = inf.SetTransform(cachetrim.Transform) // not started yet: cannot fail
 	return inf
@@ -74,7 +76,7 @@ func newSlotInformer(lw cache.ListerWatcherWithContext, selector string, keep fu
 
 // countFoos keeps load counting the Foos of each namespace in the slot's
 // informer, and foo_controller_shard_foos with it.
-func countFoos(foos cache.SharedIndexInformer, load *Load) (cache.ResourceEventHandlerRegistration, error) {
+func countFoos(foos cache.SharedIndexInformer, load *slotLoad) (cache.ResourceEventHandlerRegistration, error) {
 	add := func(obj any, delta int) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -90,19 +92,19 @@ func countFoos(foos cache.SharedIndexInformer, load *Load) (cache.ResourceEventH
 	})
 }
 
-// DeploymentInformer and FooInformer give a slot's informers the shape of
+// deploymentInformer and fooInformer give a slot's informers the shape of
 // the generated factories' informers.
-type DeploymentInformer struct{ cache.SharedIndexInformer }
+type deploymentInformer struct{ cache.SharedIndexInformer }
 
-func (i DeploymentInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
-func (i DeploymentInformer) Lister() appslisters.DeploymentLister {
+func (i deploymentInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
+func (i deploymentInformer) Lister() appslisters.DeploymentLister {
 	return appslisters.NewDeploymentLister(i.GetIndexer())
 }
 
-type FooInformer struct{ cache.SharedIndexInformer }
+type fooInformer struct{ cache.SharedIndexInformer }
 
-func (i FooInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
-func (i FooInformer) Lister() foolisters.FooLister        { return foolisters.NewFooLister(i.GetIndexer()) }
+func (i fooInformer) Informer() cache.SharedIndexInformer { return i.SharedIndexInformer }
+func (i fooInformer) Lister() foolisters.FooLister        { return foolisters.NewFooLister(i.GetIndexer()) }
 
 // Ready is a sharded replica's readiness (/readyz): it has joined the
 // group (its member Lease is created and it has neither left nor lost it),

@@ -19,7 +19,7 @@ import (
 // high bits, which pick an equal slot, nearly untouched by a name's last
 // characters, so "team-a" to "team-z" all fall in one slot of 16
 // (TestSequentialNamesCrowd). The hash cannot change; the cuts can. A
-// balanced layout (Propose) puts them between the namespaces that exist,
+// balanced layout (propose) puts them between the namespaces that exist,
 // weighted by their Foos, and is stored in the group's layout Lease so
 // that every member cuts the same way (docs/sharding.md, "Balanced
 // slots").
@@ -40,10 +40,10 @@ func EqualLayout(n Slots) Layout {
 	return Layout{n: n, cuts: cuts, id: strconv.Itoa(int(n))}
 }
 
-// NewLayout returns the layout of n slots starting at cuts (slots 1 to
+// newLayout returns the layout of n slots starting at cuts (slots 1 to
 // n-1; slot 0 starts at 0). Cuts must be strictly increasing and above 0,
 // so that no slot is empty of hashes and the ranges tile the space.
-func NewLayout(n Slots, cuts []uint64) (Layout, error) {
+func newLayout(n Slots, cuts []uint64) (Layout, error) {
 	if err := n.Validate(); err != nil {
 		return Layout{}, err
 	}
@@ -80,7 +80,7 @@ func ParseLayout(n Slots, s string) (Layout, error) {
 			cuts = append(cuts, c)
 		}
 	}
-	return NewLayout(n, cuts)
+	return newLayout(n, cuts)
 }
 
 // FormatCuts writes the layout's cuts for its Lease: "0x…,0x…".
@@ -156,7 +156,7 @@ func (l Layout) Selector(slots []int) (sharding.Selector, error) {
 		for j+1 < len(s) && s[j+1] == s[j]+1 {
 			j++
 		}
-		reqs = append(reqs, sharding.ShardRangeRequirement{Key: Key, Start: l.bound(s[i]), End: l.bound(s[j] + 1)})
+		reqs = append(reqs, sharding.ShardRangeRequirement{Key: hashKey, Start: l.bound(s[i]), End: l.bound(s[j] + 1)})
 		i = j + 1
 	}
 	return sharding.NewSelector(reqs...), nil

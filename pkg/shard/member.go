@@ -44,14 +44,14 @@ const (
 	// boundaries (see layoutOf).
 	LayoutRole = "layout"
 	// CutsAnnotation holds a layout Lease's slot boundaries
-	// (Layout.FormatCuts); LoadAnnotation a member Lease's load, the Foos
+	// (Layout.FormatCuts); loadAnnotation a member Lease's load, the Foos
 	// of the slots it runs (formatLoad).
 	CutsAnnotation = "shard.samplecontroller.example.com/cuts"
-	LoadAnnotation = "shard.samplecontroller.example.com/load"
-	// RebalanceAnnotation on a member Lease is the member's
+	loadAnnotation = "shard.samplecontroller.example.com/load"
+	// rebalanceAnnotation on a member Lease is the member's
 	// -shard-rebalance-skew, absent when 0: only members that re-cut are
 	// candidates to (see observe).
-	RebalanceAnnotation = "shard.samplecontroller.example.com/rebalance-skew"
+	rebalanceAnnotation = "shard.samplecontroller.example.com/rebalance-skew"
 )
 
 // Config configures a Member. The timings follow the leader election's
@@ -107,12 +107,12 @@ func (c Config) Validate() error {
 // returns it.
 type Work func(ctx context.Context, slot Slot) error
 
-// Slot is one slot a member runs: its index in its layout, and its Load,
+// Slot is one slot a member runs: its index in its layout, and its load,
 // which the slot's informer keeps and the member publishes.
 type Slot struct {
 	Index  int
 	Layout Layout
-	Load   *Load
+	load   *slotLoad
 }
 
 // Selector is the slot's shard selector.
@@ -301,7 +301,7 @@ func (c Config) memberAnnotations() map[string]string {
 	if c.Rebalance.Skew <= 0 {
 		return nil
 	}
-	return map[string]string{RebalanceAnnotation: strconv.FormatFloat(c.Rebalance.Skew, 'g', -1, 64)}
+	return map[string]string{rebalanceAnnotation: strconv.FormatFloat(c.Rebalance.Skew, 'g', -1, 64)}
 }
 
 // layoutLease names the Lease that stores a slot count's boundaries.
@@ -366,9 +366,9 @@ type view struct {
 	ownOld []*coordinationv1.Lease
 	// loads are the live members' published loads for our layout (see
 	// formatLoad): slot → points, for the slots each runs.
-	loads map[string]map[int][]Point
+	loads map[string]map[int][]point
 	// rebalancers are the live members of our slot count that re-cut
-	// (-shard-rebalance-skew above 0, in RebalanceAnnotation), sorted:
+	// (-shard-rebalance-skew above 0, in rebalanceAnnotation), sorted:
 	// the first one does. A member with re-cutting off is never the one,
 	// whatever its name.
 	rebalancers []string
@@ -422,7 +422,7 @@ func observe(c Config, leases []*coordinationv1.Lease, seen map[string]observed,
 // has switched already but is still finishing that slot's syncs, holds
 // everyone back (draining).
 func observeAsOf(c Config, ours string, leases []*coordinationv1.Lease, seen map[string]observed, now, asOf time.Time, fresh bool) view {
-	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}, loads: map[string]map[int][]Point{}}
+	v := view{holders: map[int]string{}, slots: map[int]*coordinationv1.Lease{}, loads: map[string]map[int][]point{}}
 	live := map[string]bool{c.Identity: true}
 	known := map[string]bool{}
 	liveOther := map[string]*coordinationv1.Lease{}
@@ -461,10 +461,10 @@ func observeAsOf(c Config, ours string, leases []*coordinationv1.Lease, seen map
 			// to switch would take every slot and hand most back a tick
 			// later. Its old slots hold everyone back (draining, below).
 			live[id] = true
-			if layout, slots, err := parseLoad(l.Annotations[LoadAnnotation]); err == nil && layout == ours {
+			if layout, slots, err := parseLoad(l.Annotations[loadAnnotation]); err == nil && layout == ours {
 				v.loads[id] = slots
 			}
-			if l.Annotations[RebalanceAnnotation] != "" {
+			if l.Annotations[rebalanceAnnotation] != "" {
 				v.rebalancers = append(v.rebalancers, id)
 			}
 		case a < c.LeaseDuration:
@@ -722,20 +722,20 @@ func layoutOf(c Config, leases []*coordinationv1.Lease) (Layout, *coordinationv1
 
 // loadBudget bounds the points a member publishes: about this many for
 // all its slots together, plus a namespace heavier than 1/loadBudget of
-// its load each (see Summarize).
+// its load each (see summarize).
 const loadBudget = 128
 
 // ownLoad is the load of the slots of layout that we run and whose caches
 // have synced, as we publish it (formatLoad) and as the re-cut reads it:
 // slot → points; nil when there are none.
-func (m *Member) ownLoad(slots map[int]*slotState, layout Layout) map[int][]Point {
+func (m *Member) ownLoad(slots map[int]*slotState, layout Layout) map[int][]point {
 	counts := map[int]map[string]int{}
 	total := 0
 	for _, st := range slots {
 		if st.going || st.slot.Layout.ID() != layout.ID() {
 			continue
 		}
-		if c, ready := st.slot.Load.snapshot(); ready {
+		if c, ready := st.slot.load.snapshot(); ready {
 			counts[st.slot.Index] = c
 			total += slotTotal(c)
 		}
@@ -743,10 +743,10 @@ func (m *Member) ownLoad(slots map[int]*slotState, layout Layout) map[int][]Poin
 	if len(counts) == 0 {
 		return nil
 	}
-	points := map[int][]Point{}
+	points := map[int][]point{}
 	for slot, c := range counts {
 		// One limit for all our slots: loadBudget points over our load.
-		points[slot] = Summarize(c, max(1, loadBudget*slotTotal(c)/max(1, total)))
+		points[slot] = summarize(c, max(1, loadBudget*slotTotal(c)/max(1, total)))
 	}
 	return points
 }
@@ -785,19 +785,19 @@ func (m *Member) runs(slots map[int]*slotState, name string) bool {
 }
 
 // rebalance re-cuts the slot boundaries when the load asks for it
-// (Policy.Decide), from the loads the slots' holders published (own: ours,
+// (Policy.decide), from the loads the slots' holders published (own: ours,
 // as this tick's renewal published it, see ownLoad): only
 // once every slot is held by a live member that published its load, so
 // that no namespace is left out. The new boundaries are written to the
 // layout Lease at the version seen (created if absent): two members that
 // both think themselves first cannot both write. Every member, this one
 // included, then hands its slots over (see Run).
-func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layout, cur *coordinationv1.Lease, v view, own map[int][]Point) {
+func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layout, cur *coordinationv1.Lease, v view, own map[int][]point) {
 	c := m.cfg
 	if c.Rebalance.Skew <= 0 {
 		return
 	}
-	var points []Point
+	var points []point
 	for i := range int(c.Slots) {
 		h, held := v.holders[i]
 		if !held {
@@ -813,7 +813,7 @@ func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layou
 		}
 		points = append(points, pts...)
 	}
-	next, before, after, ok := c.Rebalance.Decide(layout, points)
+	next, before, after, ok := c.Rebalance.decide(layout, points)
 	if !ok {
 		return
 	}
@@ -855,7 +855,7 @@ func (m *Member) rebalance(ctx context.Context, leases leaseClient, layout Layou
 		"from", layout.ID(), "to", next.ID(), "skew", fmt.Sprintf("%.2f", before), "newSkew", fmt.Sprintf("%.2f", after), "foos", sum(points))
 }
 
-func sum(points []Point) int {
+func sum(points []point) int {
 	t := 0
 	for _, p := range points {
 		t += p.Weight
@@ -904,7 +904,7 @@ func (m *Member) leaderLive(ctx context.Context, leases leaseClient, seen *obser
 func (m *Member) start(ctx context.Context, leases leaseClient, l *coordinationv1.Lease, layout Layout, work Work, finished chan<- *slotState, errs chan<- error) *slotState {
 	slot, _ := strconv.Atoi(l.Labels[SlotLabel])
 	workCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s := &slotState{slot: Slot{Index: slot, Layout: layout, Load: &Load{}}, lease: l.Name,
+	s := &slotState{slot: Slot{Index: slot, Layout: layout, load: &slotLoad{}}, lease: l.Name,
 		cancel: cancel, done: make(chan struct{}), since: time.Now()}
 	m.mu.Lock()
 	m.writing[l.Name] = s.slot

@@ -770,9 +770,9 @@ func TestObserveNewLayout(t *testing.T) {
 	}
 	// A member's load counts only for our layout.
 	bLoad := relabel(lease("g-member-b", "member", "", "b", "9"), next)
-	bLoad.Annotations = map[string]string{LoadAnnotation: next + " 1=ab:3"}
+	bLoad.Annotations = map[string]string{loadAnnotation: next + " 1=ab:3"}
 	stale := relabel(lease("g-member-d", "member", "", "d", "1"), next)
-	stale.Annotations = map[string]string{LoadAnnotation: "4 2=ab:3"}
+	stale.Annotations = map[string]string{loadAnnotation: "4 2=ab:3"}
 	v = observeAsOf(c, next, []*coordinationv1.Lease{self, bLoad, stale}, seen, t0, t0, true)
 	if len(v.loads["b"][1]) != 1 || v.loads["d"] != nil {
 		t.Errorf("loads %v: want b's for slot 1, none of d's (another layout's)", v.loads)
@@ -787,7 +787,7 @@ func TestRebalancers(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	off := lease("g-member-aaa", "member", "", "aaa", "1") // sorts first, skew 0
 	on := lease("g-member-b", "member", "", "b", "2")
-	on.Annotations = map[string]string{RebalanceAnnotation: "1.5"}
+	on.Annotations = map[string]string{rebalanceAnnotation: "1.5"}
 	all := []*coordinationv1.Lease{lease("g-member-self", "member", "", "self", "3"), off, on}
 	if v := observe(c, all, map[string]observed{}, t0, true); !slices.Equal(v.rebalancers, []string{"b"}) || v.members[0] != "aaa" {
 		t.Errorf("self off: rebalancers %v (members %v), want b alone", v.rebalancers, v.members)
@@ -817,12 +817,12 @@ func TestRebalanceRestoresAnUnlabelledLayoutLease(t *testing.T) {
 	slots := map[int]*slotState{}
 	for i := range 4 {
 		v.holders[i] = "self"
-		st := &slotState{slot: Slot{Index: i, Layout: layout, Load: &Load{}}}
-		st.slot.Load.Ready()
+		st := &slotState{slot: Slot{Index: i, Layout: layout, load: &slotLoad{}}}
+		st.slot.load.Ready()
 		slots[i] = st
 	}
 	for _, ns := range letters() { // all in one or two equal slots
-		slots[layout.Of(ns)].slot.Load.Add(ns, 5)
+		slots[layout.Of(ns)].slot.load.Add(ns, 5)
 	}
 	leases := client.CoordinationV1().Leases("ns")
 	m.rebalance(t.Context(), leases, layout, nil, v, m.ownLoad(slots, layout))

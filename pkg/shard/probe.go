@@ -8,15 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// ListFunc lists one resource, as a generated client's List does.
-type ListFunc func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
-
 // ServerFilters reports whether the API server filters lists and watches
 // by a shard selector, from a list of a built-in resource: a server that
 // filters echoes the selector in the list's metadata.shardInfo; one
 // without the feature (the ShardedListAndWatch gate off, or older than
 // 1.36) drops the field it does not know and sends everything. The probe
-// lists at most one object, with a selector over the whole hash space.
+// lists at most one object, with a selector over the whole hash space,
+// through list (a generated client's List).
 //
 // Probe a built-in resource (Deployments): kube-apiserver 1.36 filters a
 // custom resource's lists too but does not echo shardInfo for them
@@ -24,7 +22,7 @@ type ListFunc func(ctx context.Context, opts metav1.ListOptions) (runtime.Object
 // whole server. Whatever the answer, a sharded replica must filter what it
 // receives as well (docs/sharding.md): during a rolling upgrade of a highly
 // available control plane, one API server can filter and the next not.
-func ServerFilters(ctx context.Context, list ListFunc) (bool, error) {
+func ServerFilters(ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) (bool, error) {
 	all, err := Slots(1).Selector([]int{0})
 	if err != nil {
 		return false, err

@@ -55,7 +55,7 @@ type memberRun struct {
 	// layoutSince; load is what this tick's renewal published of ours.
 	layout      Layout
 	layoutSince time.Time
-	load        map[int][]Point
+	load        map[int][]point
 	// leaderSeen is what we know of the single-leader mode's Lease (see
 	// leaderLive).
 	leaderSeen observed
@@ -119,13 +119,13 @@ func (r *memberRun) renewAndRead() (snapshot, bool, error) {
 	next := r.self.DeepCopy()
 	next.Labels[SlotsLabel] = m.label(r.slots, r.layout)
 	if a := c.memberAnnotations(); a != nil {
-		metav1.SetMetaDataAnnotation(&next.ObjectMeta, RebalanceAnnotation, a[RebalanceAnnotation])
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, rebalanceAnnotation, a[rebalanceAnnotation])
 	} else {
-		delete(next.Annotations, RebalanceAnnotation)
+		delete(next.Annotations, rebalanceAnnotation)
 	}
 	r.load = m.ownLoad(r.slots, r.layout)
 	if r.load != nil {
-		metav1.SetMetaDataAnnotation(&next.ObjectMeta, LoadAnnotation, formatLoad(r.layout.ID(), r.load))
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, loadAnnotation, formatLoad(r.layout.ID(), r.load))
 	}
 	renewed, err := m.renew(r.apiCtx, r.leases, next)
 	if err != nil {
@@ -372,7 +372,7 @@ func (r *memberRun) holdBack(ctx context.Context, v view) bool {
 // the next tick, after the next renewal).
 func (r *memberRun) share(ctx context.Context, v view, snap snapshot) {
 	c := r.c
-	release, acquire := Rebalance(r.kept(), v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
+	release, acquire := rebalanceShare(r.kept(), v.free(c.Slots), Share(c.Slots, v.members, c.Identity))
 	for _, slot := range release {
 		r.logger.Info("Handing a slot over", "slot", slot, "members", len(v.members))
 		r.slots[slot].stop(nil)

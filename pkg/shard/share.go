@@ -23,12 +23,12 @@ func Share(n Slots, members []string, self string) int {
 	return share
 }
 
-// Rebalance decides what a member does next, from the slots it holds, the
-// slots no live member holds, and its share: release its highest slots
-// beyond the share (each only after its writes for it have stopped), or
-// try to acquire the lowest free slots up to it. Both are empty once the
-// member holds its share.
-func Rebalance(held, free []int, share int) (release, acquire []int) {
+// rebalanceShare decides what a member does next, from the slots it holds,
+// the slots no live member holds, and its share: release its highest slots
+// beyond the share (each only after its writes for it have stopped), or try
+// to acquire the lowest free slots up to it. Both are empty once the member
+// holds its share.
+func rebalanceShare(held, free []int, share int) (release, acquire []int) {
 	h := slices.Sorted(slices.Values(held))
 	if extra := len(h) - share; extra > 0 {
 		return h[len(h)-extra:], nil

@@ -49,9 +49,9 @@ func TestRebalance(t *testing.T) {
 		{[]int{0, 1}, nil, 4, nil, []int{}},
 		{[]int{0, 1}, []int{2}, 2, nil, []int{}},
 	} {
-		release, acquire := Rebalance(tc.held, tc.free, tc.share)
+		release, acquire := rebalanceShare(tc.held, tc.free, tc.share)
 		if fmt.Sprint(release) != fmt.Sprint(tc.release) || fmt.Sprint(acquire) != fmt.Sprint(tc.acquire) {
-			t.Errorf("Rebalance(%v, %v, %d) = release %v, acquire %v; want %v, %v",
+			t.Errorf("rebalanceShare(%v, %v, %d) = release %v, acquire %v; want %v, %v",
 				tc.held, tc.free, tc.share, release, acquire, tc.release, tc.acquire)
 		}
 	}

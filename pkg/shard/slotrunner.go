@@ -112,7 +112,7 @@ func (r *slotRunner) run(ctx context.Context, s Slot) error {
 	queueName := fmt.Sprintf("%s-slot-%d", r.cfg.Name, slot)
 	r.setController(slot, nil) // held, not ready until its caches sync
 	defer r.forget(slot)
-	inf, err := NewSlotInformers(r.cfg.Kube, r.cfg.Foos, r.cfg.Namespace, s, r.cfg.Resync)
+	inf, err := newSlotInformers(r.cfg.Kube, r.cfg.Foos, r.cfg.Namespace, s, r.cfg.Resync)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (r *slotRunner) run(ctx context.Context, s Slot) error {
 	if err := metrics.CountWatchErrors(map[string]cache.SharedIndexInformer{"deployments": deployments, "foos": foos}); err != nil {
 		return err
 	}
-	defer func() { metrics.ShardFoos.Add(-float64(s.Load.Total())) }()
+	defer func() { metrics.ShardFoos.Add(-float64(s.load.Total())) }()
 	c, err := r.cfg.NewController(ctx, inf, queueName, r.pool)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (r *slotRunner) run(ctx context.Context, s Slot) error {
 	wg.Go(func() {
 		// The slot's load is published for the re-cut once complete.
 		if cache.WaitForCacheSync(informersCtx.Done(), inf.Counted) {
-			s.Load.Ready()
+			s.load.Ready()
 		}
 	})
 	defer func() {

@@ -23,11 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 )
 
-// Key is what slots hash: the namespace, so that the conflict and rename
-// logic, which need every Deployment of a namespace, see them all in one
-// replica. (The API server also accepts object.metadata.uid, which would
-// split a namespace's Foos from the Deployments they could collide with.)
-const Key = "object.metadata.namespace"
+// hashKey is what slots hash: the namespace, so that the conflict and
+// rename logic, which need every Deployment of a namespace, see them all in
+// one replica. (The API server also accepts object.metadata.uid, which
+// would split a namespace's Foos from the Deployments they could collide
+// with.)
+const hashKey = "object.metadata.namespace"
 
 // Slots is a division of the hash space into n equal ranges, slot i
 // covering [Start(i), Start(i+1)), the last one up to 2^64.

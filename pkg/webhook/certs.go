@@ -26,10 +26,10 @@ import (
 // Secret's keys:
 const (
 	// KeyCABundle: the CAs the API server is to trust, PEM, newest first.
-	// More than one only while a CA is replaced (Rotate).
+	// More than one only while a CA is replaced (rotate).
 	KeyCABundle = "ca.crt"
-	// KeyCAKey: the newest CA's private key, PEM.
-	KeyCAKey = "ca.key"
+	// keyCAKey: the newest CA's private key, PEM.
+	keyCAKey = "ca.key"
 	// KeyCert and KeyKey: the serving certificate and its key, PEM (the
 	// keys of a kubernetes.io/tls Secret).
 	KeyCert = "tls.crt"
@@ -39,13 +39,13 @@ const (
 // Lifetimes. Each is replaced once two thirds of it have passed: a serving
 // certificate after some 8 months, signed by the same CA, which changes
 // nothing the API server trusts; a CA after some 6.7 years, in two steps
-// (Rotate).
+// (rotate).
 const (
-	CAValidity   = 10 * 365 * 24 * time.Hour
+	caValidity   = 10 * 365 * 24 * time.Hour
 	CertValidity = 365 * 24 * time.Hour
 )
 
-// Rotate returns the Secret's data as it should be at now, for a webhook
+// rotate returns the Secret's data as it should be at now, for a webhook
 // reached at hosts (DNS names or IP addresses), given injected, the CAs the
 // CRD's caBundle holds now. why is empty when data is right as it is;
 // otherwise it says what changed, for the log.
@@ -55,8 +55,8 @@ const (
 // the old, and the serving certificate stays; only once the CRD's caBundle
 // holds the new CA is the serving certificate re-issued by it. An expired
 // CA leaves the bundle.
-func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Time) (next map[string][]byte, why string, err error) {
-	hosts = Canonical(hosts)
+func rotate(data map[string][]byte, injected []byte, hosts []string, now time.Time) (next map[string][]byte, why string, err error) {
+	hosts = canonical(hosts)
 	cas, caKey := currentCA(data)
 	var whys []string
 	if cas == nil || !fresh(cas[0], now) {
@@ -80,7 +80,7 @@ func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Ti
 
 	cert, certKey := data[KeyCert], data[KeyKey]
 	if reason, kept := reissue(cert, certKey, cas, trusts(injected, cas[0]), hosts, now); reason != "" {
-		if cert, certKey, err = issue(cas[0], caKey, Canonical(append(kept, hosts...)), now); err != nil {
+		if cert, certKey, err = issue(cas[0], caKey, canonical(append(kept, hosts...)), now); err != nil {
 			return nil, "", err
 		}
 		whys = append(whys, "the serving certificate re-issued: "+reason)
@@ -96,7 +96,7 @@ func Rotate(data map[string][]byte, injected []byte, hosts []string, now time.Ti
 	if err != nil {
 		return nil, "", err
 	}
-	return map[string][]byte{KeyCABundle: bundle, KeyCAKey: keyPEM, KeyCert: cert, KeyKey: certKey}, strings.Join(whys, "; "), nil
+	return map[string][]byte{KeyCABundle: bundle, keyCAKey: keyPEM, KeyCert: cert, KeyKey: certKey}, strings.Join(whys, "; "), nil
 }
 
 // currentCA reads the bundle and the newest CA's key; nil if either is
@@ -106,7 +106,7 @@ func currentCA(data map[string][]byte) ([]*x509.Certificate, crypto.Signer) {
 	if err != nil || len(cas) == 0 || !cas[0].IsCA {
 		return nil, nil
 	}
-	k, err := keyutil.ParsePrivateKeyPEM(data[KeyCAKey])
+	k, err := keyutil.ParsePrivateKeyPEM(data[keyCAKey])
 	if err != nil {
 		return nil, nil
 	}
@@ -188,12 +188,12 @@ func reissue(certPEM, keyPEM []byte, cas []*x509.Certificate, newestTrusted bool
 	return "", nil
 }
 
-// Canonical is hosts as a certificate holds them, sorted, each once: an IP
+// canonical is hosts as a certificate holds them, sorted, each once: an IP
 // address in Go's form (FD00::1 and fd00:0::1 are fd00::1), a name in
 // lower case without a final dot. Compared as given, a host written
 // otherwise would never match the certificate, and every look would issue
 // it again.
-func Canonical(hosts []string) []string {
+func canonical(hosts []string) []string {
 	out := make([]string, 0, len(hosts))
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -212,7 +212,7 @@ func certHosts(cert *x509.Certificate) []string {
 	for _, ip := range cert.IPAddresses {
 		hosts = append(hosts, ip.String())
 	}
-	return Canonical(hosts)
+	return canonical(hosts)
 }
 
 // create makes a key and a certificate of tmpl for it, signed by parent
@@ -240,7 +240,7 @@ func newCA(now time.Time) (*x509.Certificate, crypto.Signer, error) {
 	return create(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: fmt.Sprintf("foo-controller-webhook-ca@%d", now.Unix())},
 		NotBefore:             now.Add(-time.Hour), // a clock a little behind still accepts it
-		NotAfter:              now.Add(CAValidity),
+		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,

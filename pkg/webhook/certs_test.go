@@ -35,9 +35,9 @@ func verify(t *testing.T, data map[string][]byte, injected []byte, hosts []strin
 	}
 }
 
-func rotate(t *testing.T, data map[string][]byte, injected []byte, hosts []string, now time.Time) (map[string][]byte, string) {
+func mustRotate(t *testing.T, data map[string][]byte, injected []byte, hosts []string, now time.Time) (map[string][]byte, string) {
 	t.Helper()
-	next, why, err := Rotate(data, injected, hosts, now)
+	next, why, err := rotate(data, injected, hosts, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func rotate(t *testing.T, data map[string][]byte, injected []byte, hosts []strin
 // TestRotateFromNothing: an empty Secret gets a CA and a serving
 // certificate for every host, and a second look changes nothing (no write).
 func TestRotateFromNothing(t *testing.T) {
-	data, why := rotate(t, nil, nil, hosts, t0)
+	data, why := mustRotate(t, nil, nil, hosts, t0)
 	if !strings.Contains(why, "a new CA") || !strings.Contains(why, "re-issued: none readable") {
 		t.Errorf("why = %q", why)
 	}
 	verify(t, data, data[KeyCABundle], hosts, t0)
 	// An API server whose clock is a little behind accepts it too.
 	verify(t, data, data[KeyCABundle], hosts, t0.Add(-30*time.Minute))
-	again, why := rotate(t, data, data[KeyCABundle], hosts, t0.Add(time.Hour))
+	again, why := mustRotate(t, data, data[KeyCABundle], hosts, t0.Add(time.Hour))
 	if why != "" || !maps.EqualFunc(again, data, func(a, b []byte) bool { return string(a) == string(b) }) {
 		t.Errorf("changed again: %q", why)
 	}
@@ -62,8 +62,8 @@ func TestRotateFromNothing(t *testing.T) {
 
 // TestRotateRepairs: what is broken in the Secret is replaced, only it.
 func TestRotateRepairs(t *testing.T) {
-	data, _ := rotate(t, nil, nil, hosts, t0)
-	other, _ := rotate(t, nil, nil, hosts, t0)
+	data, _ := mustRotate(t, nil, nil, hosts, t0)
+	other, _ := mustRotate(t, nil, nil, hosts, t0)
 	for _, tc := range []struct {
 		name   string
 		edit   func(map[string][]byte)
@@ -82,8 +82,8 @@ func TestRotateRepairs(t *testing.T) {
 		{name: "expired, the CRD trusting nothing", at: CertValidity + time.Hour, untrusted: true, why: "re-issued: expired", sameCA: true},
 		{name: "due, the CRD trusting the CA", at: CertValidity * 2 / 3, why: "re-issued: two thirds of its lifetime passed", sameCA: true},
 		{name: "due, the CRD trusting nothing: kept", at: CertValidity * 2 / 3, untrusted: true, why: "", sameCA: true},
-		{name: "CA key lost", edit: func(d map[string][]byte) { delete(d, KeyCAKey) }, why: "a new CA"},
-		{name: "CA key of another CA", edit: func(d map[string][]byte) { d[KeyCAKey] = other[KeyCAKey] }, why: "a new CA"},
+		{name: "CA key lost", edit: func(d map[string][]byte) { delete(d, keyCAKey) }, why: "a new CA"},
+		{name: "CA key of another CA", edit: func(d map[string][]byte) { d[keyCAKey] = other[keyCAKey] }, why: "a new CA"},
 		{name: "bundle unreadable", edit: func(d map[string][]byte) {
 			d[KeyCABundle] = []byte("-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
 		}, why: "a new CA"},
@@ -104,7 +104,7 @@ func TestRotateRepairs(t *testing.T) {
 			if tc.untrusted {
 				injected = nil
 			}
-			next, why := rotate(t, d, injected, h, at)
+			next, why := mustRotate(t, d, injected, h, at)
 			if !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
 				t.Errorf("why = %q, want it to say %q", why, tc.why)
 			}
@@ -125,11 +125,11 @@ func TestRotateRepairs(t *testing.T) {
 // certificate is renewed before it expires; the bundle never holds more
 // than two CAs.
 func TestRotateNeverServesAnUntrustedCertificate(t *testing.T) {
-	data, _ := rotate(t, nil, nil, hosts, t0)
+	data, _ := mustRotate(t, nil, nil, hosts, t0)
 	injected := data[KeyCABundle]
 	var newCAs, reissued int
 	for now := t0; now.Before(t0.Add(30 * 365 * 24 * time.Hour)); now = now.Add(10 * 24 * time.Hour) {
-		next, why := rotate(t, data, injected, hosts, now)
+		next, why := mustRotate(t, data, injected, hosts, now)
 		if strings.Contains(why, "a new CA") {
 			newCAs++
 		}
@@ -158,9 +158,9 @@ func TestRotateNeverServesAnUntrustedCertificate(t *testing.T) {
 // make every look issue the certificate again.
 func TestRotateSettlesOnHostsWrittenOtherwise(t *testing.T) {
 	odd := []string{"FD00::1", "fd00:0::1", "::ffff:10.0.0.1", "Foo-Controller-Webhook.Foo-System.SVC.", "127.0.0.1"}
-	data, _ := rotate(t, nil, nil, odd, t0)
+	data, _ := mustRotate(t, nil, nil, odd, t0)
 	verify(t, data, data[KeyCABundle], []string{"fd00::1", "10.0.0.1", "foo-controller-webhook.foo-system.svc", "127.0.0.1"}, t0)
-	if _, why := rotate(t, data, data[KeyCABundle], odd, t0.Add(time.Minute)); why != "" {
+	if _, why := mustRotate(t, data, data[KeyCABundle], odd, t0.Add(time.Minute)); why != "" {
 		t.Errorf("the second look changed it: %s", why)
 	}
 }
@@ -170,7 +170,7 @@ func TestRotateSettlesOnHostsWrittenOtherwise(t *testing.T) {
 // then both leave the certificate alone, renewals included.
 func TestRotateReplicasWithOtherHostsAgree(t *testing.T) {
 	a, b := []string{"foo-controller-webhook.foo-system.svc"}, []string{"foo-webhook.foo-system.svc"}
-	data, _ := rotate(t, nil, nil, a, t0)
+	data, _ := mustRotate(t, nil, nil, a, t0)
 	injected := data[KeyCABundle]
 	writes := 0
 	for i, now := 0, t0; i < 40; i, now = i+1, now.Add(10*24*time.Hour) {
@@ -178,7 +178,7 @@ func TestRotateReplicasWithOtherHostsAgree(t *testing.T) {
 		if i%2 == 1 {
 			hosts = b
 		}
-		next, why := rotate(t, data, injected, hosts, now)
+		next, why := mustRotate(t, data, injected, hosts, now)
 		if why != "" {
 			writes++
 		}
@@ -197,23 +197,23 @@ func TestRotateReplicasWithOtherHostsAgree(t *testing.T) {
 // certificate lacks waits (a certificate from the new CA would not be
 // trusted), and adds it once the CRD trusts the new CA.
 func TestRotateAddsNoHostWithAnUntrustedCA(t *testing.T) {
-	data, _ := rotate(t, nil, nil, hosts, t0)
+	data, _ := mustRotate(t, nil, nil, hosts, t0)
 	// Just before the CA's two thirds, renewed; just after, a new CA joins.
-	at := t0.Add(CAValidity*2/3 - 24*time.Hour)
-	data, _ = rotate(t, data, data[KeyCABundle], hosts, at)
+	at := t0.Add(caValidity*2/3 - 24*time.Hour)
+	data, _ = mustRotate(t, data, data[KeyCABundle], hosts, at)
 	trusted := data[KeyCABundle]
 	at = at.Add(48 * time.Hour)
-	data, why := rotate(t, data, trusted, hosts, at)
+	data, why := mustRotate(t, data, trusted, hosts, at)
 	if !strings.Contains(why, "a new CA") {
 		t.Fatalf("why = %q, want a new CA", why)
 	}
 	more := append([]string{"foo.example.svc"}, hosts...)
-	next, why := rotate(t, data, trusted, more, at)
+	next, why := mustRotate(t, data, trusted, more, at)
 	if why != "" {
 		t.Fatalf("with the new CA not trusted yet: %q, want no change", why)
 	}
 	verify(t, next, trusted, hosts, at)
-	next, why = rotate(t, next, next[KeyCABundle], more, at)
+	next, why = mustRotate(t, next, next[KeyCABundle], more, at)
 	if !strings.Contains(why, "the CRD trusts the new CA") {
 		t.Fatalf("once trusted: %q", why)
 	}
@@ -223,14 +223,14 @@ func TestRotateAddsNoHostWithAnUntrustedCA(t *testing.T) {
 // TestRotateDropsAHostAtRenewal: a host no replica has any more (say, one
 // a `make run` added) leaves the certificate at its next renewal.
 func TestRotateDropsAHostAtRenewal(t *testing.T) {
-	data, _ := rotate(t, nil, nil, append([]string{"localhost"}, hosts...), t0)
+	data, _ := mustRotate(t, nil, nil, append([]string{"localhost"}, hosts...), t0)
 	at := t0.Add(CertValidity * 2 / 3)
-	next, why := rotate(t, data, data[KeyCABundle], hosts, at)
+	next, why := mustRotate(t, data, data[KeyCABundle], hosts, at)
 	if !strings.Contains(why, "two thirds") {
 		t.Fatalf("why = %q", why)
 	}
 	certs, _ := certutil.ParseCertsPEM(next[KeyCert])
-	if got := certHosts(certs[0]); !slices.Equal(got, Canonical(hosts)) {
-		t.Errorf("renewed for %v, want %v", got, Canonical(hosts))
+	if got := certHosts(certs[0]); !slices.Equal(got, canonical(hosts)) {
+		t.Errorf("renewed for %v, want %v", got, canonical(hosts))
 	}
 }

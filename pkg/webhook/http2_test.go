@@ -23,7 +23,7 @@ import (
 // object over baseObjectBytes at once, on one connection: the second
 // waits for the large share, and both are served.
 func TestReviewsShareAnHTTP2Connection(t *testing.T) {
-	data, _, err := Rotate(nil, nil, []string{"127.0.0.1"}, time.Now())
+	data, _, err := rotate(nil, nil, []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

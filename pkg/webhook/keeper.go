@@ -37,7 +37,7 @@ import (
 var CRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Keeper keeps the webhook's certificate: it brings the Secret to what
-// Rotate says, injects the Secret's CA bundle into the CRD's conversion
+// rotate says, injects the Secret's CA bundle into the CRD's conversion
 // webhook, and hands the Secret's serving certificate to TLS handshakes
 // (GetCertificate). It is the controller pattern once more, on one key: two
 // informers, each on one object, feed a workqueue whose worker runs sync.
@@ -209,7 +209,7 @@ func (k *Keeper) sync(ctx context.Context, secrets, crds cache.Store) error {
 	if secret != nil {
 		data = secret.Data
 	}
-	next, why, err := Rotate(data, injected, k.Hosts, k.Now())
+	next, why, err := rotate(data, injected, k.Hosts, k.Now())
 	if err != nil {
 		return err
 	}
@@ -293,11 +293,11 @@ func (k *Keeper) warnHost(logger klog.Logger, crd *unstructured.Unstructured) st
 			host = name + "." + ns + ".svc"
 		}
 	}
-	has := Canonical(k.Hosts)
+	has := canonical(k.Hosts)
 	if c := k.cert.Load(); c != nil && c.pair.Leaf != nil {
 		has = certHosts(c.pair.Leaf) // what is served, other replicas' hosts included
 	}
-	if host == "" || host == k.warnedHost || slices.Contains(has, Canonical([]string{host})[0]) {
+	if host == "" || host == k.warnedHost || slices.Contains(has, canonical([]string{host})[0]) {
 		return ""
 	}
 	k.warnedHost = host

@@ -23,13 +23,6 @@ import (
 // names it.
 const Path = "/convert"
 
-// Serve serves converter at Path over TLS on lis, with the certificate
-// cert gives each handshake, until ctx ends; then it lets the reviews in
-// flight finish (for up to 10 s, the API server waits 30 s for one).
-func Serve(ctx context.Context, lis net.Listener, converter http.Handler, cert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) error {
-	return serve(ctx, lis, converter, &newCert{get: cert, now: time.Now})
-}
-
 // The webhook's connections: at most maxConns open, maxConnsPerAddress
 // from one address (the API server holds one or a few, and opens another
 // past maxStreams reviews at once; through konnectivity, each agent as
@@ -53,6 +46,9 @@ const (
 	connWindow   = maxStreams * streamWindow
 )
 
+// serve serves converter at Path over TLS on lis, with the certificate
+// cert gives each handshake, until ctx ends; then it lets the reviews in
+// flight finish (for up to 10 s, the API server waits 30 s for one).
 func serve(ctx context.Context, lis net.Listener, converter http.Handler, cert *newCert) error {
 	cert.started()
 	logger := klog.FromContext(ctx)
@@ -207,8 +203,9 @@ func Run(ctx context.Context, lis net.Listener, keeper *Keeper, converter http.H
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	kept, served := make(chan error, 1), make(chan error, 1)
+	cert := &newCert{get: keeper.GetCertificate, now: time.Now}
 	go func() { kept <- keeper.Run(ctx); cancel() }()
-	go func() { served <- Serve(ctx, lis, converter, keeper.GetCertificate); cancel() }()
+	go func() { served <- serve(ctx, lis, converter, cert); cancel() }()
 	var errs []error
 	if err := <-kept; err != nil {
 		errs = append(errs, fmt.Errorf("certificate keeper: %w", err))

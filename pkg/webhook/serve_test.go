@@ -44,7 +44,7 @@ func TestServerLogQuietWhileTheCertificateIsNew(t *testing.T) {
 
 	pair := func(hosts ...string) *tls.Certificate {
 		t.Helper()
-		data, _, err := Rotate(nil, nil, hosts, time.Now())
+		data, _, err := rotate(nil, nil, hosts, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
