@@ -7,10 +7,11 @@
 // Those wake-ups finish work already done, so they should not queue behind
 // work not yet started.
 //
-// A Queue is the workqueue's storage (workqueue.TypedQueueConfig.Queue), not
-// a workqueue of its own: the workqueue keeps deduplicating keys and never
-// hands one key to two workers, whichever lane it sits in. Expedite marks a
-// key before it is added; the next time the workqueue stores it (a new key,
+// The lanes are the workqueue's storage (workqueue.TypedQueueConfig.Queue),
+// not a workqueue of their own: NewWorkqueue builds client-go's workqueue
+// over them, which keeps deduplicating keys and never hands one key to two
+// workers, whichever lane it sits in. AddExpedited marks a key (Expedite)
+// before it adds it; the next time the workqueue stores it (a new key,
 // a key added again while waiting, or a key added again while it was being
 // processed) it goes to, or moves to, the fast lane. Pop serves the fast
 // lane first, each lane in order.
@@ -25,9 +26,9 @@ import (
 	"sync"
 )
 
-// Queue is a two-lane FIFO implementing workqueue.Queue[T]. It is safe for
-// concurrent use. The zero value is not usable; call New.
-type Queue[T comparable] struct {
+// twoLanes is a two-lane FIFO implementing workqueue.twoLanes[T]. It is safe for
+// concurrent use. The zero value is not usable; call newTwoLanes.
+type twoLanes[T comparable] struct {
 	mu sync.Mutex
 	// marked holds the keys Expedite was called for since the workqueue
 	// last stored them.
@@ -46,14 +47,14 @@ type entry[T comparable] struct {
 	fast bool
 }
 
-// New returns an empty Queue.
-func New[T comparable]() *Queue[T] {
-	return &Queue[T]{marked: map[T]struct{}{}, stored: map[T]entry[T]{}}
+// newTwoLanes returns empty lanes.
+func newTwoLanes[T comparable]() *twoLanes[T] {
+	return &twoLanes[T]{marked: map[T]struct{}{}, stored: map[T]entry[T]{}}
 }
 
 // Expedite asks for key to be stored in the fast lane the next time the
 // workqueue adds it. Call it just before adding the key to the workqueue.
-func (q *Queue[T]) Expedite(key T) {
+func (q *twoLanes[T]) Expedite(key T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.marked[key] = struct{}{}
@@ -61,7 +62,7 @@ func (q *Queue[T]) Expedite(key T) {
 
 // Push stores a key the workqueue did not hold: in the fast lane if it was
 // expedited, else in the slow one.
-func (q *Queue[T]) Push(key T) {
+func (q *twoLanes[T]) Push(key T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.store(key, q.takeMark(key))
@@ -69,7 +70,7 @@ func (q *Queue[T]) Push(key T) {
 
 // Touch is called when a key the queue holds is added again: an expedited
 // key waiting in the slow lane moves to the back of the fast lane.
-func (q *Queue[T]) Touch(key T) {
+func (q *twoLanes[T]) Touch(key T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.takeMark(key) {
@@ -80,7 +81,7 @@ func (q *Queue[T]) Touch(key T) {
 }
 
 // Len returns the number of keys stored.
-func (q *Queue[T]) Len() int {
+func (q *twoLanes[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.stored)
@@ -88,7 +89,7 @@ func (q *Queue[T]) Len() int {
 
 // Pop removes and returns the first key of the fast lane, or when it is
 // empty of the slow lane. The workqueue calls it only when Len() > 0.
-func (q *Queue[T]) Pop() T {
+func (q *twoLanes[T]) Pop() T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, lane := range []*[]entry[T]{&q.fast, &q.slow} {
@@ -105,13 +106,13 @@ func (q *Queue[T]) Pop() T {
 	panic("lanes: Pop on an empty queue")
 }
 
-func (q *Queue[T]) takeMark(key T) bool {
+func (q *twoLanes[T]) takeMark(key T) bool {
 	_, ok := q.marked[key]
 	delete(q.marked, key)
 	return ok
 }
 
-func (q *Queue[T]) store(key T, fast bool) {
+func (q *twoLanes[T]) store(key T, fast bool) {
 	q.seq++
 	e := entry[T]{key: key, seq: q.seq, fast: fast}
 	q.stored[key] = e

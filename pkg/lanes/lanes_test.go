@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// TestQueue drives a Queue directly with the calls a workqueue makes: "+k"
+// TestQueue drives twoLanes directly with the calls a workqueue makes: "+k"
 // pushes k, "!k" expedites k, "~k" touches k, "-" pops (the popped keys
 // are compared with want).
 func TestQueue(t *testing.T) {
@@ -30,7 +30,7 @@ func TestQueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := New[string]()
+			q := newTwoLanes[string]()
 			var got strings.Builder
 			for op := range strings.FieldsSeq(tt.ops) {
 				switch op[0] {
