@@ -109,11 +109,11 @@ var errDeletedMeanwhile = errors.New("the Foo was deleted meanwhile")
 
 // deletedMeanwhile returns errDeletedMeanwhile if foo, whose Deployment the
 // cache no longer has, is gone from the API server although the cache
-// still has it. The garbage collector deletes a Foo's Deployment once the Foo is
-// gone, and the two informers are independent: the Deployment's deletion
-// can arrive first, and its sync would create the Deployment again (and
-// tell the user so) for a Foo that no longer exists, and write its status
-// onto a successor of the same name. Only a Foo whose Deployment of this
+// still has it. The garbage collector deletes a Foo's Deployment once the
+// Foo is gone, and the two informers are independent: the Deployment's
+// deletion can arrive first, and its sync would create the Deployment
+// again (and tell the user so) for a Foo that no longer exists, and write
+// its status onto a successor of the same name. Only a Foo whose Deployment of this
 // name was in place at an earlier sync (its record says it was pruned with
 // this name, in any generation: an edit just before the deletion must not
 // hide it) is asked about, with one GET: a new Foo, a renamed Deployment,
