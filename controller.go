@@ -57,8 +57,8 @@ type Controller struct {
 	foosLister        ownwrites.Lister[*samplev1beta1.Foo]
 	foosSynced        cache.InformerSynced
 	// namespaces, when set (WithNamespaces), tells which namespaces are
-	// being deleted: nothing is reported to the Foos in one (see
-	// namespaceGoing).
+	// being deleted: nothing is reported to the Foos in one but a new
+	// generation (see namespaceGoing).
 	namespaces       corelisters.NamespaceLister
 	namespacesSynced cache.InformerSynced
 
@@ -150,7 +150,7 @@ type controllerConfig struct {
 
 // WithNamespaces gives the controller an informer of the namespaces its
 // Foos live in (default: none), so that it writes nothing to the Foos of a
-// namespace being deleted: their pods and Deployments go first, and each
+// namespace being deleted but a new generation's status: their pods and Deployments go first, and each
 // change would otherwise be reported to a Foo about to go too.
 func WithNamespaces(informer coreinformers.NamespaceInformer) ControllerOption {
 	return func(c *controllerConfig) { c.namespaces = informer }
@@ -324,7 +324,8 @@ func (r syncResult) soonest(o syncResult) syncResult {
 }
 
 // handleErr does what a sync's result and error ask (see syncResult). It is
-// the only code that schedules a key.
+// the only code that schedules a key after a sync (the event handlers add
+// keys when something changes).
 func (c *Controller) handleErr(ctx context.Context, key cache.ObjectName, res syncResult, err error) {
 	if err == nil {
 		if res.requeueAfter > 0 {

@@ -152,8 +152,8 @@ func (c *Controller) syncDeployment(ctx context.Context, foo *samplev1beta1.Foo,
 		logger.V(4).Info("Waiting for the old Deployment to be deleted", "deployment", klog.KObj(dep))
 		return plan.Observation{Deployment: dep, Waiting: true}, syncResult{}, nil
 	case ownership == plan.Foreign:
-		// Reported through the Ready condition (and a Warning when that
-		// condition begins, in syncStatus); nothing to retry: the name
+		// Reported through the Ready and Stalled conditions (and a Warning
+		// when Stalled begins, in syncStatus); nothing to retry: the name
 		// index brings the Foo back when that Deployment changes or goes.
 		logger.V(4).Info("Deployment is not controlled by this Foo; leaving it alone", "deployment", klog.KObj(dep))
 		return plan.Observation{Deployment: dep, Conflict: true}, syncResult{}, nil

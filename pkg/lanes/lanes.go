@@ -26,8 +26,8 @@ import (
 	"sync"
 )
 
-// twoLanes is a two-lane FIFO implementing workqueue.twoLanes[T]. It is safe for
-// concurrent use. The zero value is not usable; call newTwoLanes.
+// twoLanes is a two-lane FIFO implementing workqueue.Queue[T]. It is safe
+// for concurrent use. The zero value is not usable; call newTwoLanes.
 type twoLanes[T comparable] struct {
 	mu sync.Mutex
 	// marked holds the keys Expedite was called for since the workqueue
