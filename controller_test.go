@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -159,12 +160,28 @@ func TestSuccessfulSyncResetsBackoff(t *testing.T) {
 	}
 }
 
-// TestRequeueKeepsBackoff: "requeue after d" schedules the key without
-// resetting its failure backoff; only a sync that is done resets it.
+// TestRequeueKeepsBackoff: "requeue after d" schedules the key (AddAfter)
+// without resetting its failure backoff; only a sync that is done resets
+// it.
 func TestRequeueKeepsBackoff(t *testing.T) {
 	f := newFixture(t)
 	_, ctx := ktesting.NewTestContext(t)
 	c := f.newController(ctx)
+	// The key comes back after d, and not before.
+	other := cache.ObjectName{Namespace: testNS, Name: "b"}
+	c.handleErr(ctx, other, requeueAfter(20*time.Millisecond), nil)
+	if n := c.workqueue.Len(); n != 0 {
+		t.Fatalf("queue length %d right after a requeue-after, want 0", n)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.workqueue.Len() > 0, nil
+	}); err != nil {
+		t.Fatalf("the key never came back after its requeue-after: %v", err)
+	}
+	if got, _ := c.workqueue.Get(); got != other {
+		t.Errorf("got key %v back, want %v", got, other)
+	}
+
 	key := cache.ObjectName{Namespace: testNS, Name: "a"}
 	c.workqueue.AddRateLimited(key)
 	c.workqueue.AddRateLimited(key)
