@@ -106,9 +106,9 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 
 	// Every read of the Deployment cache expects what cachetrim keeps of a
 	// Deployment (a plan.DeploymentView), so the transform is set here,
-	// whatever the caller's informer factory set (caches.New's does); the informer's
-	// generated Lister() would expect *appsv1.Deployment, so the lister is
-	// ours (ownwrites.NewLister).
+	// whatever the caller's informer factory set (caches.New's does); the
+	// informer's generated Lister() would expect *appsv1.Deployment, so
+	// the lister is ours (ownwrites.NewLister).
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}
@@ -148,10 +148,11 @@ type controllerConfig struct {
 	namespaces coreinformers.NamespaceInformer
 }
 
-// WithNamespaces gives the controller an informer of the namespaces its
-// Foos live in (default: none), so that it writes nothing to the Foos of a
-// namespace being deleted but a new generation's status: their pods and Deployments go first, and each
-// change would otherwise be reported to a Foo about to go too.
+// WithNamespaces gives the controller an informer of the namespaces its Foos
+// live in (default: none), so that it writes nothing to the Foos of a
+// namespace being deleted but a new generation's status: their pods and
+// Deployments go first, and each change would otherwise be reported to a Foo
+// about to go too.
 func WithNamespaces(informer coreinformers.NamespaceInformer) ControllerOption {
 	return func(c *controllerConfig) { c.namespaces = informer }
 }

@@ -15,13 +15,13 @@ import (
 	"example.com/foo-controller/pkg/plan"
 )
 
-// statusProgressInterval is how long a status change that only moves
-// progress (counts, messages, the reasons of a condition that stays as it
-// is: plan.ProgressOnly) may wait to be written with the next one. A
-// rollout changes the Deployment's status several times before it is
-// available; writing each costs a request per change per Foo, and the transitions that
-// matter (a condition flipping, a new generation, a new problem) are
-// written at once anyway.
+// statusProgressInterval is how long a status change that only moves progress
+// (counts, messages, the reasons of a condition that stays as it is:
+// plan.ProgressOnly) may wait to be written with the next one. A rollout
+// changes the Deployment's status several times before it is available;
+// writing each costs a request per change per Foo, and the transitions that
+// matter (a condition flipping, a new generation, a new problem) are written
+// at once anyway.
 const statusProgressInterval = 2 * time.Second
 
 // syncStatus writes foo's status through the status subresource, and only if

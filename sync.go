@@ -21,15 +21,14 @@ import (
 )
 
 // syncHandler converges one Foo and says what should happen next (see
-// syncResult). It reads the Foo and its Deployment from the informer
-// caches (never modifying cached objects; the few reads from the API
-// server are named where they are made: deletedMeanwhile,
-// orphanDeployments, writeStatus) and sends a request only for something
-// that differs from what the Foo declares. In order: the Foo; its deletion and finalizer; its
-// Deployment, created if missing, checked to be ours, put back where it
-// drifted; Deployments left under an old name; the status; when to look
-// again. What a production concern adds is one named call, explained where
-// it is defined.
+// syncResult). It reads the Foo and its Deployment from the informer caches
+// (never modifying cached objects; the few reads from the API server are named
+// where they are made: deletedMeanwhile, orphanDeployments, writeStatus) and
+// sends a request only for something that differs from what the Foo declares.
+// In order: the Foo; its deletion and finalizer; its Deployment, created if
+// missing, checked to be ours, put back where it drifted; Deployments left
+// under an old name; the status; when to look again. What a production concern
+// adds is one named call, explained where it is defined.
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) (syncResult, error) {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "foo", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
