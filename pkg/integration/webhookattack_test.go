@@ -111,8 +111,13 @@ func TestWebhookUnderAttack(t *testing.T) {
 
 	// From an address of its own (all of 127.0.0.0/8 is this machine's):
 	// the API server's is 127.0.0.1, and the webhook bounds connections
-	// by address.
-	attacker := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxConnsPerHost: 8,
+	// by address (8). The attacker keeps two below that bound: a
+	// connection the server ends (GOAWAY) is closed on its side only
+	// after the client has dialled its replacement, so with all 8 in use
+	// the replacement is refused and its request reset (seen once in
+	// three full runs under load), which is the bound working, not the
+	// answer this test checks.
+	attacker := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxConnsPerHost: 6,
 		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 200)}}).DialContext}}
 	url := "https://" + addr + webhook.Path
 	// Benign reviews of one Foo, as fast as the webhook answers them, until
