@@ -106,9 +106,9 @@ func newController(ctx context.Context, kubeclientset kubernetes.Interface, fooc
 
 	// Every read of the Deployment cache expects what cachetrim keeps of a
 	// Deployment (a plan.DeploymentView), so the transform is set here,
-	// whatever the caller's informer factory set (caches.New's does); the
-	// informer's generated Lister() would expect *appsv1.Deployment, so
-	// the lister is ours (ownwrites.NewLister).
+	// for whichever informer the caller built; the informer's generated
+	// Lister() would expect *appsv1.Deployment, so the lister is ours
+	// (ownwrites.NewLister).
 	if err := deploymentInformer.Informer().SetTransform(cachetrim.Transform); err != nil {
 		return nil, fmt.Errorf("caching Deployments as plan.DeploymentView: %w", err)
 	}

@@ -3,7 +3,9 @@
 //
 // Each informer's transform trims objects before they are cached
 // (pkg/cachetrim): the cache holds every watched object for the life of
-// the process. Each counts its watch failures (metrics.CountWatchErrors).
+// the process. The Deployments' is set by the controller itself, which
+// needs it whoever built the informer; the others are set here. Each
+// informer counts its watch failures (metrics.CountWatchErrors).
 package caches
 
 import (
@@ -39,7 +41,7 @@ import (
 // with its indexes recomputed, for nothing).
 func New(o options.Options, cs *replicas.Clients) (appsinformers.DeploymentInformer, fooinformersv1beta1.FooInformer, func(context.Context) func(lost bool), error) {
 	kubeInformerFactory := kubeinformers.NewSharedInformerFactoryWithOptions(cs.Kube, 0,
-		kubeinformers.WithNamespace(o.Namespace), kubeinformers.WithTransform(cachetrim.Transform))
+		kubeinformers.WithNamespace(o.Namespace))
 	fooInformerFactory := fooinformers.NewSharedInformerFactoryWithOptions(cs.Foo, o.ResyncPeriod,
 		fooinformers.WithNamespace(o.Namespace), fooinformers.WithTransform(cachetrim.Transform))
 	deployments := kubeInformerFactory.Apps().V1().Deployments()
